@@ -1,0 +1,46 @@
+// The dispatch layer: spattn::attend() validates a call and hands it to a backend. This file is the one
+// place that knows which backends a build links (Kokkos Kernels' TPL pattern): each enabled backend
+// folder adds itself to the list below, the reference last because it covers everything.
+#include <sstream>
+
+#include "spattn/reference/executor.hpp"
+#include "spattn/spattn.hpp"
+
+namespace spattn {
+
+const std::vector<std::unique_ptr<Backend>>& backends() {
+  static const std::vector<std::unique_ptr<Backend>> list = [] {
+    std::vector<std::unique_ptr<Backend>> l;
+    l.push_back(std::make_unique<reference::ReferenceBackend>());
+    return l;
+  }();
+  return list;
+}
+
+AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const TileMask& mask, const TensorView& o, const AttendOptions& options) {
+  problem.validate(q, k, v, o);
+  mask.validate_for(problem);
+  std::ostringstream why;
+  for (const auto& backend : backends()) {
+    if (options.backend != "auto" && options.backend != backend->name()) continue;
+    const auto reasons = backend->not_supported_reasons(problem, q, k, v, mask, o);
+    if (reasons.empty()) return backend->attend(problem, q, k, v, mask, o, options);
+    why << " " << backend->name() << ":";
+    for (const auto& r : reasons) why << " " << r << ";";
+  }
+  if (why.tellp() == 0) {
+    std::ostringstream names;
+    for (const auto& backend : backends()) names << " " << backend->name();
+    fail("backend: '", options.backend, "' is not linked into this build (available: auto", names.str(), ")");
+  }
+  fail("backend: no backend covers ", problem.describe(), " —", why.str());
+}
+
+AttendStats attend_dense(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& o, const AttendOptions& options) {
+  problem.validate();
+  return attend(problem, q, k, v, TileMask::dense(MaskShape::of(problem, 128, 128)), o, options);
+}
+
+}  // namespace spattn

@@ -1,0 +1,69 @@
+// TopCdf: keep the largest entries of a probability row until their cumulative mass reaches a fraction τ.
+// The one selection rule behind SpargeAttn (τ, crossing excluded), FG-Attn top-p and BFLA keep-mass
+// (crossing included). Exact definition (research/spargeattn.md §4.4, fgattn.md §2, bfla.md §5):
+//   1. Only valid entries take part (valid == nullptr: all). n_valid = their count.
+//   2. τ >= 1: every valid entry is kept (explicitly, not through rounding).
+//   3. Order: descending by value, ties by ascending index (a total order; values must not be NaN).
+//   4. c_t = sequential fp32 prefix sum in that order; Z = c_{n_valid} (the same sum).
+//   5. Crossing excluded (SpargeAttn): keep = #{t : c_t <= τ·Z}  (longest prefix with mass <= τZ).
+//      Crossing included (top-p, keep-mass): keep = min{t : c_t >= τ·Z} (smallest prefix with mass >= τZ;
+//      n_valid if rounding keeps c below τZ). τ·Z is one fp32 multiply.
+//   6. keep = clamp(keep, min(min_keep, n_valid), n_valid).
+// The kept entries are the first `keep` of the order. Cost: one sort of n entries per row.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spattn/config.hpp"
+
+namespace spattn {
+
+struct TopCdfParams {
+  float tau = 0.9f;
+  int min_keep = 1;
+  bool include_crossing = false;
+};
+
+/// Steps 2, 4-6 on values already in selection order (descending, ties by index), n_valid of them: the
+/// number of entries kept. Host and device: a GPU that sorts its own way calls this for the cut.
+SPATTN_INLINE int top_cdf_count(const float* sorted, int n_valid, float tau, int min_keep,
+                                bool include_crossing) {
+  if (n_valid <= 0) return 0;
+  if (tau >= 1.0f) return n_valid;
+  float total = 0.0f;
+  for (int t = 0; t < n_valid; ++t) total += sorted[t];
+  const float limit = tau * total;
+  float c = 0.0f;
+  int keep = 0;
+  if (include_crossing) {
+    keep = n_valid;
+    for (int t = 0; t < n_valid; ++t) {
+      c += sorted[t];
+      if (c >= limit) {
+        keep = t + 1;
+        break;
+      }
+    }
+  } else {
+    for (int t = 0; t < n_valid; ++t) {
+      c += sorted[t];
+      if (c <= limit) keep = t + 1;
+      else break;  // c is non-decreasing (entries are >= 0): no later prefix qualifies
+    }
+  }
+  const int floor = min_keep < n_valid ? min_keep : n_valid;
+  return keep < floor ? floor : keep;
+}
+
+/// Selects entries of p[0..n); writes keep[i] = 1 for kept entries, 0 otherwise, and returns their count.
+/// `order` is scratch of size n (the sorted valid indices are left in it, kept ones first).
+/// Throws spattn::Error on a NaN among the valid entries or negative n/min_keep.
+int top_cdf(const float* p, const std::uint8_t* valid, int n, const TopCdfParams& params,
+            std::uint8_t* keep, std::vector<int>& order);
+
+/// Convenience form: returns the kept indices in ascending order.
+std::vector<int> top_cdf(const std::vector<float>& p, const TopCdfParams& params,
+                         const std::vector<std::uint8_t>* valid = nullptr);
+
+}  // namespace spattn

@@ -1,0 +1,36 @@
+// The reference executor: exact tile-sparse attention on the CPU (Eigen for the tile GEMMs, oneTBB over
+// independent row blocks). It defines the result every other backend is checked against.
+//
+// Semantics (DESIGN.md §3): query row i of mask tile t attends to the keys of the kept key tiles, clipped
+// by the causal rule (j <= i + Nkv - Nq) and the sequence end; softmax over that set, fp32 accumulation
+// whatever the input dtype; a row with no key outputs zeros.
+//
+// Determinism: work is split into row blocks (at most 128 rows of one query tile of one head) that share
+// nothing; each block visits its keys in ascending order in chunks of at most 256 keys, so the bits of
+// the output do not depend on the number of threads or on scheduling.
+#pragma once
+
+#include "spattn/backend.hpp"
+
+namespace spattn::reference {
+
+/// Runs the executor. Inputs must already be validated (spattn::attend does it).
+AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const TileMask& mask, const TensorView& o, float* lse);
+
+/// The reference as a dispatchable backend (covers every valid call).
+class ReferenceBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "reference"; }
+  std::vector<std::string> not_supported_reasons(const Problem&, const TensorView&, const TensorView&,
+                                                 const TensorView&, const TileMask&,
+                                                 const TensorView&) const override {
+    return {};
+  }
+  AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TileMask& mask, const TensorView& o, const AttendOptions& options) const override {
+    return reference::attend(problem, q, k, v, mask, o, options.lse);
+  }
+};
+
+}  // namespace spattn::reference

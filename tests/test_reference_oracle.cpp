@@ -1,0 +1,135 @@
+// The reference executor against the independent fp64 oracle over a table of shapes: odd lengths, GQA,
+// Nq < Nkv, head dims 64…256, both layouts, every dtype, fine and coarse tiles, variable-length batches.
+// Outputs are poisoned first, so an element the executor forgets to write fails.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "common.hpp"
+#include "spattn/spattn.hpp"
+
+namespace spattn::test {
+namespace {
+
+struct Case {
+  const char* name;
+  std::int64_t batch, hq, hkv, nq, nkv, d, dv;
+  bool causal;
+  DType dtype;
+  Layout layout;
+  std::int32_t tile_q, tile_k;
+  double density;  // 1 = dense mask
+  std::vector<std::int64_t> lens_q = {}, lens_kv = {};  // variable-length batch when not empty
+};
+
+double tolerance(DType out) { return out == DType::f32 ? 2e-5 : out == DType::f16 ? 2e-3 : 1.6e-2; }
+
+void check_case(const Case& c, DType out_dtype = DType::f32) {
+  CAPTURE(c.name);
+  Problem p;
+  p.batch = c.batch;
+  p.heads_q = c.hq;
+  p.heads_kv = c.hkv;
+  p.seqlen_q = c.nq;
+  p.seqlen_kv = c.nkv;
+  p.head_dim = c.d;
+  p.head_dim_v = c.dv;
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  const bool varlen = !c.lens_q.empty();
+  std::int64_t total_q = c.nq, total_kv = c.nkv, tensor_batch = c.batch;
+  if (varlen) {
+    p.cu_seqlens_q = {0};
+    p.cu_seqlens_kv = {0};
+    for (std::size_t b = 0; b < c.lens_q.size(); ++b) {
+      p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + c.lens_q[b]);
+      p.cu_seqlens_kv.push_back(p.cu_seqlens_kv.back() + c.lens_kv[b]);
+    }
+    total_q = p.cu_seqlens_q.back();
+    total_kv = p.cu_seqlens_kv.back();
+    tensor_batch = 1;
+  }
+  const Layout layout = varlen ? Layout::bnhd : c.layout;
+  HostTensor q(c.dtype, tensor_batch, c.hq, total_q, c.d, layout);
+  HostTensor k(c.dtype, tensor_batch, c.hkv, total_kv, c.d, layout);
+  HostTensor v(c.dtype, tensor_batch, c.hkv, total_kv, p.dim_v(), layout);
+  HostTensor o(out_dtype, tensor_batch, c.hq, total_q, p.dim_v(), layout);
+  fill_random(q, 1.5);
+  fill_random(k, 1.5);
+  fill_random(v);
+  o.poison();
+
+  const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
+  const TileMask mask = c.density >= 1.0 ? TileMask::dense(shape) : random_mask(shape, c.density);
+  std::vector<float> lse(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 12345.0f);
+  AttendOptions options;
+  options.lse = lse.data();
+  const AttendStats stats = attend(p, q.view(), k.view(), v.view(), mask, o.view(), options);
+  CHECK(stats.backend == "reference");
+
+  const MaskAllowed allowed{p, mask};
+  const std::vector<double> want = oracle(p, q, k, v, allowed);
+  const double tol = tolerance(out_dtype);
+  double worst = 0.0;
+  std::int64_t empty = 0, bad = 0;
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
+        bool any = false;
+        for (std::int64_t j = 0; j < p.seqlen_kv_of(b) && !any; ++j) any = allowed(b, h, i, j);
+        empty += any ? 0 : 1;
+        const float row_lse = lse[static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i)];
+        if (!any) CHECK(row_lse == -INFINITY);
+        else CHECK(std::isfinite(row_lse));
+        for (std::int64_t d = 0; d < p.dim_v(); ++d) {
+          const double ref = want[static_cast<std::size_t>(((b * p.heads_q + h) * p.seqlen_q + i) * p.dim_v() + d)];
+          const float got = varlen ? o.get(0, h, p.row_offset_q(b) + i, d) : o.get(b, h, i, d);
+          const double err = std::fabs(static_cast<double>(got) - ref);
+          if (!(err <= tol * (1.0 + std::fabs(ref)))) ++bad;  // NaN (poison) fails here
+          worst = std::max(worst, err);
+        }
+      }
+  CAPTURE(worst);
+  CHECK(bad == 0);
+  CHECK(stats.empty_rows == empty);
+}
+
+TEST_CASE("reference executor matches the fp64 oracle over the shape table") {
+  const std::vector<Case> cases = {
+      {"N=1", 1, 1, 1, 1, 1, 64, 0, true, DType::f32, Layout::bhnd, 128, 128, 1.0},
+      {"N=17 fp16", 1, 2, 2, 17, 17, 64, 0, true, DType::f16, Layout::bhnd, 16, 16, 1.0},
+      {"N=1000 bf16 causal", 1, 1, 1, 1000, 1000, 128, 0, true, DType::bf16, Layout::bhnd, 128, 64, 1.0},
+      {"N=4099 causal", 1, 1, 1, 4099, 4099, 64, 0, true, DType::f32, Layout::bhnd, 128, 128, 0.3},
+      {"GQA 8:1", 2, 8, 1, 131, 131, 64, 0, true, DType::bf16, Layout::bhnd, 64, 32, 0.6},
+      {"Nq < Nkv chunked", 1, 4, 2, 100, 333, 96, 0, true, DType::f16, Layout::bhnd, 32, 64, 0.5},
+      {"D=256 non-causal", 1, 1, 1, 65, 130, 256, 0, false, DType::f32, Layout::bhnd, 64, 128, 1.0},
+      {"BNHD layout", 2, 4, 4, 77, 77, 128, 0, true, DType::bf16, Layout::bnhd, 16, 8, 0.4},
+      {"stripes tile_k=1", 1, 2, 1, 300, 300, 64, 0, true, DType::f32, Layout::bhnd, 2048, 1, 0.2},
+      {"fine 16x1 sparse", 1, 1, 1, 97, 97, 64, 0, false, DType::f32, Layout::bhnd, 16, 1, 0.1},
+      {"Dv != D", 1, 2, 2, 50, 70, 64, 128, false, DType::f16, Layout::bnhd, 32, 16, 0.7},
+      {"non-causal Nq > Nkv", 1, 2, 1, 200, 50, 32, 0, false, DType::f32, Layout::bhnd, 48, 7, 0.5},
+      {"very sparse, empty rows", 1, 1, 1, 256, 256, 64, 0, true, DType::f32, Layout::bhnd, 16, 16, 0.05},
+      {"varlen causal", 3, 2, 1, 130, 200, 64, 0, true, DType::bf16, Layout::bnhd, 32, 32, 0.6,
+       {5, 130, 64}, {5, 200, 64}},
+      {"varlen non-causal", 2, 2, 2, 90, 40, 64, 0, false, DType::f32, Layout::bnhd, 16, 4, 1.0, {90, 1}, {3, 40}},
+  };
+  for (const Case& c : cases) check_case(c);
+}
+
+TEST_CASE("reference executor writes every output dtype within its rounding") {
+  const Case c{"bf16 out", 1, 2, 2, 67, 67, 64, 0, true, DType::bf16, Layout::bhnd, 32, 32, 0.5};
+  check_case(c, DType::bf16);
+  const Case c16{"f16 out", 1, 2, 2, 67, 67, 64, 0, true, DType::f16, Layout::bhnd, 32, 32, 0.5};
+  check_case(c16, DType::f16);
+}
+
+TEST_CASE("the dense mask is dense attention, with every tile size") {
+  for (std::int32_t tq : {16, 48, 128, 2048})
+    for (std::int32_t tk : {1, 3, 64, 128}) {
+      const Case c{"dense tiles", 1, 1, 1, 70, 91, 32, 0, true, DType::f32, Layout::bhnd, tq, tk, 1.0};
+      check_case(c);
+    }
+}
+
+}  // namespace
+}  // namespace spattn::test

@@ -1,0 +1,84 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "common.hpp"
+#include "spattn/error.hpp"
+#include "spattn/topcdf.hpp"
+
+namespace spattn::test {
+namespace {
+
+using V = std::vector<int>;
+
+TEST_CASE("TopCdf hand-computed cases, both crossing modes") {
+  const std::vector<float> p = {0.1f, 0.4f, 0.2f, 0.3f};  // order: 1, 3, 2, 0; c = .4 .7 .9 1
+  CHECK(top_cdf(p, {0.5f, 1, false}) == V{1});
+  CHECK(top_cdf(p, {0.5f, 1, true}) == V{1, 3});
+  CHECK(top_cdf(p, {0.75f, 1, false}) == V{1, 3});
+  CHECK(top_cdf(p, {0.75f, 1, true}) == V{1, 2, 3});
+  CHECK(top_cdf(p, {1.0f, 1, false}) == V{0, 1, 2, 3});
+  CHECK(top_cdf(p, {2.0f, 1, true}) == V{0, 1, 2, 3});
+}
+
+TEST_CASE("TopCdf ties go to the lower index; mass is relative to the row sum") {
+  const std::vector<float> p = {0.25f, 0.25f, 0.25f, 0.25f};
+  CHECK(top_cdf(p, {0.5f, 1, false}) == V{0, 1});
+  CHECK(top_cdf(p, {0.3f, 1, true}) == V{0, 1});
+  const std::vector<float> w = {2.0f, 6.0f, 2.0f};  // unnormalised: Z = 10
+  CHECK(top_cdf(w, {0.6f, 1, false}) == V{1});
+  CHECK(top_cdf(w, {0.8f, 1, false}) == V{0, 1});
+  CHECK(top_cdf(w, {0.61f, 1, true}) == V{0, 1});
+}
+
+TEST_CASE("TopCdf min_keep, validity and limits") {
+  const std::vector<float> p = {0.5f, 0.3f, 0.2f};
+  CHECK(top_cdf(p, {0.0f, 1, false}) == V{0});
+  CHECK(top_cdf(p, {0.0f, 0, false}) == V{});
+  CHECK(top_cdf(p, {0.0f, 2, false}) == V{0, 1});
+  CHECK(top_cdf(p, {0.0f, 9, false}) == V{0, 1, 2});
+  const std::vector<std::uint8_t> valid = {0, 1, 1};
+  CHECK(top_cdf(p, {1.0f, 1, false}, &valid) == V{1, 2});
+  CHECK(top_cdf(p, {0.5f, 5, true}, &valid) == V{1, 2});
+  const std::vector<std::uint8_t> none = {0, 0, 0};
+  CHECK(top_cdf(p, {0.9f, 3, true}, &none) == V{});
+  const std::vector<float> bad = {0.5f, NAN};
+  CHECK_THROWS_AS(top_cdf(bad, {0.5f, 1, false}), Error);
+  CHECK_THROWS_AS(top_cdf(p, {0.5f, -1, false}), Error);
+}
+
+TEST_CASE("TopCdf on random rows: the kept set is the defined prefix") {
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n = 1 + static_cast<int>(uniform(0, 300));
+    std::vector<float> p(static_cast<std::size_t>(n));
+    for (auto& x : p) x = static_cast<float>(std::pow(uniform(0, 1), 4.0));  // skewed, with near-ties
+    const float tau = static_cast<float>(uniform(0.0, 1.0));
+    for (bool inclusive : {false, true}) {
+      const V kept = top_cdf(p, {tau, 1, inclusive});
+      REQUIRE(!kept.empty());
+      // Every kept value >= every dropped value.
+      float min_kept = INFINITY, max_dropped = -INFINITY;
+      std::vector<bool> is_kept(static_cast<std::size_t>(n));
+      for (int i : kept) is_kept[static_cast<std::size_t>(i)] = true, min_kept = std::min(min_kept, p[i]);
+      for (int i = 0; i < n; ++i)
+        if (!is_kept[static_cast<std::size_t>(i)]) max_dropped = std::max(max_dropped, p[i]);
+      REQUIRE(min_kept >= max_dropped);
+      // Mass condition in double (the fp32 definition can differ from it only by rounding).
+      double total = std::accumulate(p.begin(), p.end(), 0.0), mass = 0.0;
+      for (int i : kept) mass += p[i];
+      const double slack = 1e-5 * total;
+      if (inclusive) {
+        CHECK(mass >= tau * total - slack);
+        CHECK(mass - min_kept < tau * total + slack);  // minimal: dropping the smallest kept falls short
+      } else if (kept.size() > 1) {
+        CHECK(mass <= tau * total + slack);
+        if (static_cast<int>(kept.size()) < n) CHECK(mass + max_dropped > tau * total - slack);  // maximal
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace spattn::test

@@ -1,0 +1,123 @@
+// spattn: the command-line program. `spattn demo`, `spattn run …`, `spattn inspect MASK.npz`.
+// Every error is one line on stderr and a non-zero exit status.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <tbb/global_control.h>
+
+#include <memory>
+
+#include "methods.hpp"
+#include "run.hpp"
+#include "spattn/error.hpp"
+#include "spattn/mask.hpp"
+
+namespace {
+
+int inspect(const std::string& path) {
+  const spattn::TileMask m = spattn::TileMask::load_npz(path);
+  const auto s = m.stats();
+  std::printf("tile_q %d tile_k %d batch %lld mask_heads %lld seqlen_q %lld seqlen_kv %lld causal %d\n",
+              m.shape.tile_q, m.shape.tile_k, static_cast<long long>(m.shape.batch),
+              static_cast<long long>(m.shape.mask_heads), static_cast<long long>(m.shape.seqlen_q),
+              static_cast<long long>(m.shape.seqlen_kv), m.shape.causal ? 1 : 0);
+  std::printf("density %.6f pair_density %.6f kept %lld reachable %lld per_row min %lld mean %.2f max %lld "
+              "empty_rows %lld bytes %lld\n",
+              s.density, s.pair_density, static_cast<long long>(s.kept_tiles),
+              static_cast<long long>(s.reachable_tiles), static_cast<long long>(s.min_per_row), s.mean_per_row,
+              static_cast<long long>(s.max_per_row), static_cast<long long>(s.empty_rows),
+              static_cast<long long>(s.bytes));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace spattn;
+  CLI::App app{"spattn: training-free sparse attention (SpargeAttn, SALE, AnchorAttention, FG-Attn, BFLA)"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "worker threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+
+  app.add_subcommand("demo", "run every implemented method on the built-in workloads and print a table");
+
+  auto* run = app.add_subcommand("run", "estimate a mask with a method, attend, and compare with dense attention");
+  cli::RunOptions options;
+  WorkloadSpec spec;
+  std::string workload = "llm", dtype = "bf16", layout = "bhnd";
+  cli::FileInputs files;
+  bool json = false, non_causal = false;
+  run->add_option("--method", options.method, "dense (later issues add the sparse methods)");
+  run->add_option("--backend", options.backend, "reference (or auto)");
+  run->add_option("--workload", workload, "llm | video | random");
+  run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
+  run->add_option("--seq-q", spec.seqlen_q, "query rows (< --seq: chunked prefill, the last rows)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--batch", spec.batch, "batch size")->check(CLI::PositiveNumber);
+  run->add_option("--heads", spec.heads_q, "query heads")->check(CLI::PositiveNumber);
+  run->add_option("--kv-heads", spec.heads_kv, "key/value heads (divides --heads)")->check(CLI::PositiveNumber);
+  run->add_option("--dim", spec.head_dim, "head dimension (32..256, multiple of 8)");
+  run->add_option("--dtype", dtype, "f32 | f16 | bf16 (workloads)");
+  run->add_option("--seed", spec.seed, "workload seed");
+  run->add_option("--q", files.q, "query .npy [B,H,N,D] or [H,N,D]")->check(CLI::ExistingFile);
+  run->add_option("--k", files.k, "key .npy")->check(CLI::ExistingFile);
+  run->add_option("--v", files.v, "value .npy")->check(CLI::ExistingFile);
+  run->add_option("--layout", layout, "layout of the .npy inputs: bhnd | bnhd");
+  run->add_flag("--bf16", files.bf16, "read uint16 .npy inputs as bfloat16 bit patterns");
+  run->add_flag("--non-causal", non_causal, "file inputs: non-causal attention (default causal)");
+  run->add_option("--tile-q", options.tile_q, "mask query tile (16..2048)");
+  run->add_option("--tile-k", options.tile_k, "mask key tile (1..128)");
+  run->add_flag("--json", json, "print one JSON object instead of the table");
+  run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
+  run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");
+  run->add_option("--mask-png", options.mask_png, "draw the mask of one head (batch 0) as a PNG");
+  run->add_option("--png-head", options.png_head, "mask head drawn by --mask-png");
+
+  auto* insp = app.add_subcommand("inspect", "print the shape and statistics of a TileMask .npz");
+  std::string mask_path;
+  insp->add_option("mask", mask_path, "mask file")->required()->check(CLI::ExistingFile);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "spattn: error: %s (see spattn --help)\n", e.what());
+    return 2;
+  }
+
+  try {
+    std::unique_ptr<tbb::global_control> limit;
+    if (threads > 0)
+      limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                    static_cast<std::size_t>(threads));
+    if (app.got_subcommand("demo")) return cli::run_demo();
+    if (app.got_subcommand("inspect")) return inspect(mask_path);
+
+    cli::find_method(options.method);  // fail fast on an unknown method, before generating inputs
+    Workload w;
+    std::string name;
+    if (!files.q.empty() || !files.k.empty() || !files.v.empty()) {
+      if (layout == "bhnd") files.layout = Layout::bhnd;
+      else if (layout == "bnhd") files.layout = Layout::bnhd;
+      else fail("--layout: unknown layout '", layout, "' (bhnd or bnhd)");
+      files.causal = !non_causal;
+      w = cli::load_inputs(files);
+      name = "files";
+    } else {
+      spec.kind = parse_workload_kind(workload);
+      spec.dtype = parse_dtype(dtype);
+      w = make_workload(spec);
+      name = workload;
+    }
+    const cli::RunResult r = cli::run_method(options, w, name);
+    if (json) std::printf("%s\n", cli::to_json(r).c_str());
+    else cli::print_table({r});
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spattn: error: %s\n", e.what());
+    return 1;
+  }
+}

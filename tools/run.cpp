@@ -1,0 +1,135 @@
+#include "run.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "mask_png.hpp"
+#include "methods.hpp"
+#include "spattn/error.hpp"
+#include "spattn/npy.hpp"
+#include "spattn/spattn.hpp"
+
+namespace spattn::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+HostTensor output_like(const Workload& w) {
+  return HostTensor(DType::f32, w.problem.batch, w.problem.heads_q, w.problem.seqlen_q, w.problem.dim_v());
+}
+
+}  // namespace
+
+RunResult run_method(const RunOptions& options, const Workload& w, const std::string& workload_name) {
+  const Method& method = find_method(options.method);
+  const Problem& p = w.problem;
+  RunResult r;
+  r.method = method.name;
+  r.workload = workload_name;
+  r.shape = p.describe();
+
+  const TensorView q = w.q.view(), k = w.k.view(), v = w.v.view();
+  auto start = Clock::now();
+  const TileMask mask = method.estimate({p, q, k, options.tile_q, options.tile_k});
+  r.estimate_ms = ms_since(start);
+  const auto stats = mask.stats();
+  r.density = stats.density;
+
+  AttendOptions attend_options;
+  attend_options.backend = options.backend;
+  HostTensor o = output_like(w), dense = output_like(w);
+  o.poison();
+  dense.poison();
+  start = Clock::now();
+  const AttendStats run_stats = attend(p, q, k, v, mask, o.view(), attend_options);
+  r.attend_ms = ms_since(start);
+  r.backend = run_stats.backend;
+  r.empty_rows = run_stats.empty_rows;
+  start = Clock::now();
+  attend_dense(p, q, k, v, dense.view(), attend_options);
+  r.dense_ms = ms_since(start);
+  r.speedup = r.dense_ms / (r.estimate_ms + r.attend_ms);
+
+  const std::vector<float> got = o.to_float(), want = dense.to_float();
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double e = std::fabs(static_cast<double>(got[i]) - want[i]);
+    require(std::isfinite(e), "internal: non-finite output at element ", i);
+    diff += e;
+    norm += std::fabs(static_cast<double>(want[i]));
+    r.max_abs = std::max(r.max_abs, e);
+  }
+  r.rel_l1 = norm > 0 ? diff / norm : diff;
+
+  if (!options.out.empty())
+    write_npy(options.out, NpyArray::from_vector(got, {p.batch, p.heads_q, p.seqlen_q, p.dim_v()}));
+  if (!options.mask_out.empty()) mask.save_npz(options.mask_out);
+  if (!options.mask_png.empty()) write_mask_png(mask, 0, options.png_head, options.mask_png);
+  return r;
+}
+
+void print_table(const std::vector<RunResult>& results) {
+  std::printf("%-10s %-8s %-10s %8s %12s %11s %10s %8s %10s %10s\n", "method", "workload", "backend", "density",
+              "estimate_ms", "attend_ms", "dense_ms", "speedup", "rel_l1", "max_abs");
+  for (const RunResult& r : results)
+    std::printf("%-10s %-8s %-10s %8.4f %12.2f %11.2f %10.2f %7.2fx %10.3e %10.3e\n", r.method.c_str(),
+                r.workload.c_str(), r.backend.c_str(), r.density, r.estimate_ms, r.attend_ms, r.dense_ms, r.speedup,
+                r.rel_l1, r.max_abs);
+}
+
+std::string to_json(const RunResult& r) {
+  const nlohmann::json j = {{"method", r.method},       {"backend", r.backend},       {"workload", r.workload},
+                            {"shape", r.shape},         {"density", r.density},       {"estimate_ms", r.estimate_ms},
+                            {"attend_ms", r.attend_ms}, {"dense_ms", r.dense_ms},     {"speedup", r.speedup},
+                            {"rel_l1", r.rel_l1},       {"max_abs", r.max_abs},       {"empty_rows", r.empty_rows}};
+  return j.dump();
+}
+
+int run_demo() {
+  struct DemoWorkload {
+    const char* name;
+    WorkloadSpec spec;
+  };
+  std::vector<DemoWorkload> workloads;
+  {
+    WorkloadSpec llm;
+    llm.kind = WorkloadKind::llm;
+    llm.heads_q = 4;
+    llm.heads_kv = 1;
+    llm.seqlen = 4096;
+    llm.seed = 1;
+    workloads.push_back({"llm", llm});
+    WorkloadSpec video = llm;
+    video.kind = WorkloadKind::video;
+    video.heads_q = video.heads_kv = 2;
+    workloads.push_back({"video", video});
+    WorkloadSpec random = llm;
+    random.kind = WorkloadKind::random;
+    random.heads_q = random.heads_kv = 2;
+    random.seqlen = 2048;
+    workloads.push_back({"random", random});
+  }
+  std::vector<RunResult> results;
+  const std::size_t total = workloads.size() * methods().size();
+  std::size_t done = 0;
+  for (const DemoWorkload& dw : workloads) {
+    const Workload w = make_workload(dw.spec);
+    for (const Method& m : methods()) {
+      std::fprintf(stderr, "[%zu/%zu] %s on %s (%s)\n", ++done, total, m.name.c_str(), dw.name,
+                   w.problem.describe().c_str());
+      RunOptions options;
+      options.method = m.name;
+      results.push_back(run_method(options, w, dw.name));
+    }
+  }
+  print_table(results);
+  return 0;
+}
+
+}  // namespace spattn::cli
