@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The spattn program on good and bad input. Run by ctest with SPATTN=<path to the binary>.
+# Good input: values in the output are checked (JSON keys and numbers, file sizes, a mask that loads back).
+# Bad input: each case must print exactly one line on stderr starting "spattn: error:" and exit non-zero.
+set -u
+bin=${SPATTN:?set SPATTN to the spattn binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# --- good input -------------------------------------------------------------------------------------
+json=$("$bin" run --method dense --workload llm --seq 300 --heads 4 --kv-heads 2 --dim 64 --json \
+         --out "$tmp/o.npy" --mask-out "$tmp/m.npz" --mask-png "$tmp/m.png" --tile-q 32 --tile-k 16) \
+  || bad "run --json exited non-zero"
+for key in method backend density estimate_ms attend_ms dense_ms speedup rel_l1 max_abs; do
+  [[ $json == *"\"$key\":"* ]] && ok || bad "JSON lacks key $key: $json"
+done
+[[ $json == *'"method":"dense"'* && $json == *'"backend":"reference"'* ]] && ok || bad "JSON method/backend: $json"
+[[ $json == *'"density":1.0'* ]] && ok || bad "dense density must be 1: $json"
+[[ $json == *'"rel_l1":0.0'* && $json == *'"max_abs":0.0'* ]] && ok || bad "dense vs dense must be exact: $json"
+# float32 [1,4,300,64] = 76800 floats = 307200 bytes after a 128-byte header
+size=$(stat -c %s "$tmp/o.npy")
+[[ $size -eq $((307200 + 128)) ]] && ok || bad "--out size $size"
+head -c 6 "$tmp/o.npy" | grep -q NUMPY && ok || bad "--out is not .npy"
+info=$("$bin" inspect "$tmp/m.npz") || bad "inspect failed"
+[[ $info == *"tile_q 32 tile_k 16"*"seqlen_q 300 seqlen_kv 300 causal 1"* && $info == *"density 1.000000"* ]] \
+  && ok || bad "inspect: $info"
+[[ $(head -c 8 "$tmp/m.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] && ok || bad "--mask-png not a PNG"
+table=$("$bin" run --workload random --seq 100 --heads 1 --dim 32) || bad "table run"
+[[ $table == *method*density*rel_l1*max_abs* && $table == *dense*random*reference* ]] && ok || bad "table: $table"
+
+# .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
+"$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
+grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
+
+# --- bad input --------------------------------------------------------------------------------------
+expect_error() {  # name, then the command's arguments
+  local name=$1
+  shift
+  "$bin" "$@" > "$tmp/out" 2> "$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l < "$tmp/err")
+  if [[ $rc -ne 0 && $lines -eq 1 ]] && grep -q '^spattn: error: ' "$tmp/err"; then
+    ok
+  else
+    bad "$name: rc=$rc, stderr lines=$lines: $(cat "$tmp/err")"
+  fi
+}
+printf 'not a numpy file at all' > "$tmp/garbage.npy"
+head -c 100 "$tmp/o.npy" > "$tmp/truncated.npy"
+head -c 5000 "$tmp/o.npy" > "$tmp/short.npy"
+# A valid float32 [1,1,2,32] array holding a NaN, written byte by byte (header padded to 128 bytes).
+{
+  hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 32), }"
+  printf '\x93NUMPY\x01\x00\x76\x00%s' "$hdr"
+  printf '%*s\n' $((128 - 10 - ${#hdr} - 1)) ''
+  for i in $(seq 1 63); do printf '\x00\x00\x80\x3f'; done
+  printf '\x00\x00\xc0\x7f'
+} > "$tmp/nan.npy"
+"$bin" run --workload random --seq 64 --heads 1 --dim 32 --out "$tmp/small.npy" > /dev/null || bad "small"
+
+expect_error "unknown method" run --method nosuch --seq 64 --dim 32
+expect_error "unknown workload" run --workload nosuch --seq 64 --dim 32
+expect_error "unknown dtype" run --dtype f64 --seq 64 --dim 32
+expect_error "negative length" run --seq -5
+expect_error "non-numeric length" run --seq abc
+expect_error "bad head dim" run --seq 64 --dim 20
+expect_error "heads not a multiple" run --seq 64 --dim 32 --heads 3 --kv-heads 2
+expect_error "bad tile" run --seq 64 --dim 32 --tile-k 0
+expect_error "bad tile q" run --seq 64 --dim 32 --tile-q 4096
+expect_error "missing file" run --q "$tmp/none.npy" --k "$tmp/o.npy" --v "$tmp/o.npy"
+expect_error "garbage file" run --q "$tmp/garbage.npy" --k "$tmp/o.npy" --v "$tmp/o.npy"
+expect_error "truncated header" run --q "$tmp/truncated.npy" --k "$tmp/o.npy" --v "$tmp/o.npy"
+expect_error "truncated data" run --q "$tmp/short.npy" --k "$tmp/o.npy" --v "$tmp/o.npy"
+expect_error "only one file" run --q "$tmp/o.npy"
+expect_error "shape mismatch" run --q "$tmp/o.npy" --k "$tmp/small.npy" --v "$tmp/small.npy"
+expect_error "NaN input" run --q "$tmp/nan.npy" --k "$tmp/nan.npy" --v "$tmp/nan.npy"
+expect_error "bad layout" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --layout xyz
+expect_error "unknown subcommand option" run --frobnicate
+expect_error "no subcommand"
+expect_error "inspect non-mask" inspect "$tmp/garbage.npy"
+expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
+
+echo "$passes passed, $failures failed"
+[[ $failures -eq 0 ]]
