@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "common.hpp"
+#include "spattn/error.hpp"
 #include "spattn/anchor.hpp"
 
 namespace spattn::test {
@@ -35,6 +39,49 @@ TEST_CASE("anchor regions: sink, local and candidates are disjoint and cover the
   const AnchorRegion small = anchor_region(200, 128, 256);  // window would overlap the sink: it stops there
   CHECK(small.local_begin == 128);
   CHECK(small.candidates() == 0);
+}
+
+}  // namespace
+}  // namespace spattn::test
+
+#include "spattn/reference/anchor_stats.hpp"
+
+namespace spattn::test {
+namespace {
+
+TEST_CASE("reference anchor stats equal the fp64 max and sum over the region") {
+  Problem p;
+  p.heads_q = 4;
+  p.heads_kv = 2;
+  p.seqlen_q = 150;
+  p.seqlen_kv = 200;
+  p.head_dim = 64;
+  p.causal = true;
+  p.dtype = DType::bf16;
+  HostTensor q(DType::bf16, 1, 4, 150, 64), k(DType::bf16, 1, 2, 200, 64);
+  fill_random(q, 1.5);
+  fill_random(k, 1.5);
+  const std::int64_t sink = 16, local = 40;
+  const auto stats = reference::anchor_stats(p, q.view(), k.view(), sink, local);
+  const double sl = p.softmax_scale() * 1.4426950408889634;
+  for (std::int64_t h = 0; h < 4; ++h)
+    for (std::int64_t i = 0; i < 150; ++i) {
+      const std::int64_t visible = i + 50 + 1;
+      std::vector<double> x;
+      for (std::int64_t j = 0; j < visible; ++j) {
+        if (j >= sink && j < visible - local) continue;
+        double dot = 0;
+        for (std::int64_t d = 0; d < 64; ++d) dot += double(q.get(0, h, i, d)) * k.get(0, h / 2, j, d);
+        x.push_back(dot * sl);
+      }
+      const double m = *std::max_element(x.begin(), x.end());
+      double l = 0;
+      for (double e : x) l += std::exp2(e - m);
+      const AnchorStats& st = stats[static_cast<std::size_t>(h * 150 + i)];
+      REQUIRE(st.m == doctest::Approx(m).epsilon(1e-5));
+      REQUIRE(st.l == doctest::Approx(l).epsilon(1e-5));
+    }
+  CHECK_THROWS_AS(reference::anchor_stats(p, q.view(), k.view(), -1, 4), Error);
 }
 
 }  // namespace
