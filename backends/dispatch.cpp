@@ -4,6 +4,9 @@
 #include <sstream>
 
 #include "spattn/reference/executor.hpp"
+#if defined(SPATTN_HAVE_CUDA)
+#include "spattn/cuda/backend.hpp"
+#endif
 #include "spattn/spattn.hpp"
 
 namespace spattn {
@@ -11,6 +14,9 @@ namespace spattn {
 const std::vector<std::unique_ptr<Backend>>& backends() {
   static const std::vector<std::unique_ptr<Backend>> list = [] {
     std::vector<std::unique_ptr<Backend>> l;
+#if defined(SPATTN_HAVE_CUDA)
+    l.push_back(std::make_unique<cuda::CudaBackend>());
+#endif
     l.push_back(std::make_unique<reference::ReferenceBackend>());
     return l;
   }();

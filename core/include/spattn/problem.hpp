@@ -27,11 +27,15 @@ inline std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2;
 
 enum class Layout : std::uint8_t { bhnd, bnhd };
 
+/// Where a view's memory lives; backends declare which spaces they read.
+enum class Memory : std::uint8_t { host, cuda };
+
 /// A strided 4-d view [B, H, N, Dim] over memory the caller owns; strides are in elements.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::f32;
   std::int64_t stride_b = 0, stride_h = 0, stride_n = 0;
+  Memory memory = Memory::host;
 
   /// Dense view of a [B, H, N, dim] (Layout::bhnd) or [B, N, H, dim] (Layout::bnhd) array.
   static TensorView dense(void* data, DType dtype, Layout layout, std::int64_t batch, std::int64_t heads,

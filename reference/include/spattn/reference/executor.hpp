@@ -18,13 +18,15 @@ namespace spattn::reference {
 AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                    const TileMask& mask, const TensorView& o, float* lse);
 
-/// The reference as a dispatchable backend (covers every valid call).
+/// The reference as a dispatchable backend (covers every valid call on host memory).
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
-  std::vector<std::string> not_supported_reasons(const Problem&, const TensorView&, const TensorView&,
-                                                 const TensorView&, const TileMask&,
-                                                 const TensorView&) const override {
+  std::vector<std::string> not_supported_reasons(const Problem&, const TensorView& q, const TensorView& k,
+                                                 const TensorView& v, const TileMask&,
+                                                 const TensorView& o) const override {
+    for (const TensorView* t : {&q, &k, &v, &o})
+      if (t->memory != Memory::host) return {"tensors must be in host memory"};
     return {};
   }
   AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,

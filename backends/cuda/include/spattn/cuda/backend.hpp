@@ -1,0 +1,45 @@
+// The hand-written CUDA executor as a dispatchable backend. Covers calls whose tensors are in CUDA memory
+// and fit its kernels (see not_supported_reasons); spattn::attend() falls back or explains otherwise.
+#pragma once
+
+#include "spattn/backend.hpp"
+
+struct CUstream_st;
+
+namespace spattn::cuda {
+
+/// A TileMask copied to device memory once, for calls that reuse it (benchmarks, layers with a fixed mask).
+class DeviceTileMask {
+ public:
+  explicit DeviceTileMask(const TileMask& mask);
+  ~DeviceTileMask();
+  DeviceTileMask(const DeviceTileMask&) = delete;
+  DeviceTileMask& operator=(const DeviceTileMask&) = delete;
+  const TileMask& host() const { return host_; }
+  const std::int64_t* row_ptr() const { return row_ptr_; }
+  const std::int32_t* tiles() const { return tiles_; }
+
+ private:
+  const TileMask& host_;
+  std::int64_t* row_ptr_ = nullptr;
+  std::int32_t* tiles_ = nullptr;
+};
+
+/// Enqueues the executor on `stream` without synchronising. Arguments must already be validated and
+/// covered (CudaBackend::not_supported_reasons empty). cu_seqlens_* are device copies of the problem's
+/// offsets (null when not variable-length); lse and empty_rows (a device counter) are optional.
+void attend_async(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                  const DeviceTileMask& mask, const TensorView& o, float* lse, const std::int64_t* cu_seqlens_q,
+                  const std::int64_t* cu_seqlens_kv, int* empty_rows, CUstream_st* stream = nullptr);
+
+class CudaBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  std::vector<std::string> not_supported_reasons(const Problem& problem, const TensorView& q, const TensorView& k,
+                                                 const TensorView& v, const TileMask& mask,
+                                                 const TensorView& o) const override;
+  AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TileMask& mask, const TensorView& o, const AttendOptions& options) const override;
+};
+
+}  // namespace spattn::cuda

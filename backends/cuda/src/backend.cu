@@ -1,0 +1,135 @@
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "flash_sm80.cuh"
+#include "spattn/cuda/backend.hpp"
+#include "spattn/error.hpp"
+
+namespace spattn::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("cuda backend: ", what, ": ", cudaGetErrorString(e));
+}
+
+/// A device copy of a host vector, freed on scope exit.
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  explicit DeviceArray(const std::vector<T>& host) {
+    if (host.empty()) return;
+    check(cudaMalloc(&ptr, host.size() * sizeof(T)), "cudaMalloc");
+    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  ~DeviceArray() {
+    if (ptr) cudaFree(ptr);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+}  // namespace
+
+std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, const TensorView& q,
+                                                            const TensorView& k, const TensorView& v,
+                                                            const TileMask& mask, const TensorView& o) const {
+  std::vector<std::string> why;
+  for (const TensorView* t : {&q, &k, &v, &o})
+    if (t->memory != Memory::cuda) {
+      why.push_back("tensors must be in CUDA memory");
+      break;
+    }
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
+  if ((p.head_dim != 64 && p.head_dim != 128) || p.dim_v() != p.head_dim)
+    why.push_back("head_dim must be 64 or 128 with head_dim_v = head_dim");
+  if (mask.shape.tile_q % 64 != 0) why.push_back("mask tile_q must be a multiple of 64 (query-tile merging is not implemented)");
+  for (const TensorView* t : {&q, &k, &v})
+    if (!aligned(t->data, 16) || t->stride_n % 8 || t->stride_h % 8 || t->stride_b % 8) {
+      why.push_back("q/k/v need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
+      break;
+    }
+  if (!aligned(o.data, 8) || o.stride_n % 2 || o.stride_h % 2 || o.stride_b % 2)
+    why.push_back("o needs 8-byte aligned element pairs");
+  if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");
+  if (mask.tiles.size() > (std::size_t{1} << 31)) why.push_back("mask too large");
+  return why;
+}
+
+DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
+  check(cudaMalloc(&row_ptr_, mask.row_ptr.size() * sizeof(std::int64_t)), "cudaMalloc");
+  check(cudaMemcpy(row_ptr_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  const std::size_t n = std::max<std::size_t>(mask.tiles.size(), 1);
+  check(cudaMalloc(&tiles_, n * sizeof(std::int32_t)), "cudaMalloc");
+  if (!mask.tiles.empty())
+    check(cudaMemcpy(tiles_, mask.tiles.data(), mask.tiles.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+}
+
+DeviceTileMask::~DeviceTileMask() {
+  cudaFree(row_ptr_);
+  cudaFree(tiles_);
+}
+
+void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                  const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
+                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream) {
+  const TileMask& mask = dmask.host();
+  FlashParams f{};
+  f.q = q.data;
+  f.k = k.data;
+  f.v = v.data;
+  f.o = o.data;
+  f.lse = lse;
+  f.q_sb = q.stride_b, f.q_sh = q.stride_h, f.q_sn = q.stride_n;
+  f.k_sb = k.stride_b, f.k_sh = k.stride_h, f.k_sn = k.stride_n;
+  f.v_sb = v.stride_b, f.v_sh = v.stride_h, f.v_sn = v.stride_n;
+  f.o_sb = o.stride_b, f.o_sh = o.stride_h, f.o_sn = o.stride_n;
+  f.o_dtype = o.dtype == DType::f32 ? 0 : o.dtype == DType::f16 ? 1 : 2;
+  f.batch = static_cast<int>(p.batch);
+  f.heads_q = static_cast<int>(p.heads_q);
+  f.heads_kv = static_cast<int>(p.heads_kv);
+  f.seqlen_q = static_cast<int>(p.seqlen_q);
+  f.seqlen_kv = static_cast<int>(p.seqlen_kv);
+  f.cu_q = cu_q;
+  f.cu_kv = cu_kv;
+  f.causal = p.causal ? 1 : 0;
+  f.scale_log2 = scale_log2(p.softmax_scale());
+  f.row_ptr = dmask.row_ptr();
+  f.tiles = dmask.tiles();
+  f.tile_q = mask.shape.tile_q;
+  f.tile_k = mask.shape.tile_k;
+  f.mask_heads = static_cast<int>(mask.shape.mask_heads);
+  f.num_q_tiles = static_cast<int>(mask.shape.num_q_tiles());
+  f.empty_rows = empty_rows;
+  const bool bf16 = p.dtype == DType::bf16;
+  if (p.head_dim == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);
+  else bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
+  check(cudaGetLastError(), "kernel launch");
+}
+
+AttendStats CudaBackend::attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                                const TileMask& mask, const TensorView& o, const AttendOptions& options) const {
+  const DeviceTileMask dmask(mask);
+  DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
+  DeviceArray<int> empty(std::vector<int>{0});
+  attend_async(p, q, k, v, dmask, o, options.lse, cu_q.ptr, cu_kv.ptr, empty.ptr, nullptr);
+  check(cudaDeviceSynchronize(), "kernel");
+  int empty_rows = 0;
+  check(cudaMemcpy(&empty_rows, empty.ptr, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  AttendStats stats;
+  stats.backend = "cuda";
+  stats.empty_rows = empty_rows;
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t t = 0; t * mask.shape.tile_q < p.seqlen_q_of(b); ++t)
+        stats.visited_tiles += static_cast<std::int64_t>(mask.row(b, mask.mask_head_of(h, p.heads_q), t).size());
+  return stats;
+}
+
+}  // namespace spattn::cuda

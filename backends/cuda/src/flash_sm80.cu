@@ -1,0 +1,282 @@
+#include "flash_sm80.cuh"
+
+#include <cmath>
+
+namespace spattn::cuda {
+namespace {
+
+constexpr int kBM = 64;       // query rows per CTA
+constexpr int kBN = 64;       // keys per chunk
+constexpr int kWarps = 4;     // 16 rows each
+constexpr int kThreads = kWarps * 32;
+
+template <class T>
+struct MmaType;
+template <>
+struct MmaType<__half> {
+  static __device__ __forceinline__ std::uint32_t pack(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct MmaType<__nv_bfloat16> {
+  static __device__ __forceinline__ std::uint32_t pack(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t* r, std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t* r, std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+/// 16-byte async copy; src_bytes = 0 zero-fills the destination (rows past the end).
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/// Element offset of (row, col) in a [rows][D] smem tile whose 16-byte chunks are XOR-swizzled by row % 8,
+/// so the 8 rows an ldmatrix reads at one column land in 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+/// Key index of position p in the row's concatenated kept-tile key list, or -1 past the list or `limit`.
+__device__ __forceinline__ int key_at(const std::int32_t* tiles, int count, int tile_k, int p, int limit) {
+  const int slot = p / tile_k;
+  if (slot >= count) return -1;
+  const int j = tiles[slot] * tile_k + (p - slot * tile_k);
+  return j < limit ? j : -1;
+}
+
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams p) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* s_q = reinterpret_cast<T*>(smem_raw);
+  T* s_k = s_q + kBM * D;        // 2 buffers
+  T* s_v = s_k + 2 * kBN * D;    // 2 buffers
+  int* s_key = reinterpret_cast<int*>(s_v + 2 * kBN * D);  // 2 × kBN key indices
+
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int row0 = blockIdx.x * kBM;
+  const int nq = p.cu_q ? static_cast<int>(p.cu_q[b + 1] - p.cu_q[b]) : p.seqlen_q;
+  const int nkv = p.cu_kv ? static_cast<int>(p.cu_kv[b + 1] - p.cu_kv[b]) : p.seqlen_kv;
+  if (row0 >= nq) return;
+  const std::int64_t off_q = p.cu_q ? p.cu_q[b] : 0, off_kv = p.cu_kv ? p.cu_kv[b] : 0;
+  const int hkv = h / (p.heads_q / p.heads_kv);
+  const int mh = p.mask_heads == p.heads_q ? h : hkv;
+  const int tile = row0 / p.tile_q;
+  const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + tile;
+  const std::int32_t* tiles = p.tiles + p.row_ptr[mrow];
+  const int count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+  const int offset = nkv - nq;
+  const int last_row = min(row0 + kBM, nq) - 1;
+  const int limit = p.causal ? min(last_row + offset + 1, nkv) : nkv;
+  const int positions = count * p.tile_k;
+  const int chunks = (positions + kBN - 1) / kBN;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : b * p.q_sb) + h * p.q_sh;
+  const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : b * p.k_sb) + hkv * p.k_sh;
+  const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh;
+
+  // Q tile: rows past the sequence are zero-filled.
+  constexpr int kChunksPerRow = D / 8;
+  for (int c = tid; c < kBM * kChunksPerRow; c += kThreads) {
+    const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const bool ok = row0 + r < nq;
+    const T* src = qg + (ok ? (off_q + row0 + r) * p.q_sn + col : 0);
+    cp_async16(smem_addr(s_q + swz<D>(r, col)), src, ok ? 16 : 0);
+  }
+  auto load_kv = [&](int chunk, int buf) {
+    T* dk = s_k + buf * kBN * D;
+    T* dv = s_v + buf * kBN * D;
+    for (int c = tid; c < kBN * kChunksPerRow; c += kThreads) {
+      const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+      const int j = key_at(tiles, count, p.tile_k, chunk * kBN + r, limit);
+      const bool ok = j >= 0;
+      cp_async16(smem_addr(dk + swz<D>(r, col)), kg + (ok ? (off_kv + j) * p.k_sn + col : 0), ok ? 16 : 0);
+      cp_async16(smem_addr(dv + swz<D>(r, col)), vg + (ok ? (off_kv + j) * p.v_sn + col : 0), ok ? 16 : 0);
+    }
+    if (tid < kBN) s_key[buf * kBN + tid] = key_at(tiles, count, p.tile_k, chunk * kBN + tid, limit);
+  };
+  if (chunks > 0) load_kv(0, 0);
+  cp_async_commit();
+
+  using M = MmaType<T>;
+  float acc_o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  std::uint32_t q_frag[D / 16][4];
+  const int g = lane / 4, t4 = lane % 4;
+  const int my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int buf = chunk & 1;
+    if (chunk + 1 < chunks) load_kv(chunk + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (chunk == 0) {
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        ldmatrix_x4(q_frag[ks], smem_addr(s_q + swz<D>(warp * 16 + (lane % 16), ks * 16 + (lane / 16) * 8)));
+    }
+    const T* sk = s_k + buf * kBN * D;
+    const T* sv = s_v + buf * kBN * D;
+    const int* keys = s_key + buf * kBN;
+
+    // S = Q Kᵀ for this warp's 16 rows × 64 keys.
+    float s[kBN / 8][4];
+#pragma unroll
+    for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+      for (int nt = 0; nt < kBN / 16; ++nt) {
+        std::uint32_t bfrag[4];
+        ldmatrix_x4(bfrag, smem_addr(sk + swz<D>(nt * 16 + (lane / 16) * 8 + (lane % 8), ks * 16 + ((lane / 8) % 2) * 8)));
+        M::mma(s[2 * nt], q_frag[ks], bfrag[0], bfrag[1]);
+        M::mma(s[2 * nt + 1], q_frag[ks], bfrag[2], bfrag[3]);
+      }
+    }
+
+    // Online softmax on rows g (half 0) and g + 8 (half 1); a quad of 4 threads shares a row.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = my_row[half];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int j = keys[nt * 8 + 2 * t4 + e];
+          float x = s[nt][2 * half + e] * p.scale_log2;
+          if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
+          s[nt][2 * half + e] = x;
+          mx = x > mx ? x : mx;
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = mx > m_run[half] ? mx : m_run[half];
+      const float alpha = softmax_rescale(m_run[half], m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float w = softmax_weight(s[nt][2 * half + e], m_new);
+          s[nt][2 * half + e] = w;
+          sum += w;
+        }
+      l_run[half] = fma_f32(l_run[half], alpha, sum);
+      m_run[half] = m_new;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        acc_o[dt][2 * half] *= alpha;
+        acc_o[dt][2 * half + 1] *= alpha;
+      }
+    }
+
+    // O += P V: P from the S accumulators (the m16n8 C layout is the m16k16 A layout), V via ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      std::uint32_t a[4];
+      a[0] = M::pack(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = M::pack(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = M::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = M::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t bfrag[4];
+        ldmatrix_x4_trans(bfrag, smem_addr(sv + swz<D>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8)));
+        M::mma(acc_o[2 * dp], a, bfrag[0], bfrag[1]);
+        M::mma(acc_o[2 * dp + 1], a, bfrag[2], bfrag[3]);
+      }
+    }
+    __syncthreads();  // the buffer is refilled by the next iteration's prefetch
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: reduce l over the quad, normalise, store (rows past the sequence are not written).
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_run[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int i = my_row[half];
+    if (i >= nq) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      const int col = dt * 8 + 2 * t4;
+      const float o0 = acc_o[dt][2 * half] * inv, o1 = acc_o[dt][2 * half + 1] * inv;
+      if (p.o_dtype == 0) {
+        float2* dst = reinterpret_cast<float2*>(static_cast<float*>(p.o) + orow + col);
+        *dst = make_float2(o0, o1);
+      } else if (p.o_dtype == 1) {
+        *reinterpret_cast<__half2*>(static_cast<__half*>(p.o) + orow + col) = __floats2half2_rn(o0, o1);
+      } else {
+        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.o) + orow + col) =
+            __floats2bfloat162_rn(o0, o1);
+      }
+    }
+    if (t4 == 0) {
+      if (p.lse) p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] =
+          l > 0.0f ? (m_run[half] + log2_det(l)) * kLn2 : -INFINITY;
+      if (!(l > 0.0f)) atomicAdd(p.empty_rows, 1);
+    }
+  }
+}
+
+}  // namespace
+
+template <class T, int D>
+void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
+  const int smem = (kBM * D + 4 * kBN * D) * static_cast<int>(sizeof(T)) + 2 * kBN * static_cast<int>(sizeof(int));
+  cudaFuncSetAttribute(flash_sm80_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const dim3 grid((params.seqlen_q + kBM - 1) / kBM, params.heads_q, params.batch);
+  flash_sm80_kernel<T, D><<<grid, kThreads, smem, stream>>>(params);
+}
+
+template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__half, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
+
+}  // namespace spattn::cuda

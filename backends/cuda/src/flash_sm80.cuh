@@ -1,0 +1,45 @@
+// Tile-sparse flash attention with mma.sync (sm_80+; the stepping stone before the sm90 WGMMA kernel).
+//
+// What: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64 and
+// 128: each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
+// key tiles of its mask row as one ascending list of key positions, and processes them 64 at a time:
+// the 64 K and V rows are GATHERED by index into shared memory (cp.async, 16-byte copies, zero-fill past
+// the end), so every tile_k from 1 (stripes) to 128 runs the tensor cores on full 64-key chunks.
+// Tile shape: BM = 64 rows, BN = 64 keys, D in {64, 128}; K/V double-buffered; XOR-swizzled rows.
+// Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight → exp2_det), fp32 state.
+// Called by: CudaBackend::attend (backend.cu). Measured: see bench/results/cuda-executor.md.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "spattn/online_softmax.hpp"
+
+namespace spattn::cuda {
+
+struct FlashParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // optional [B, Hq, Nq] natural-log LSE
+  std::int64_t q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, o_sb, o_sh, o_sn;
+  int o_dtype;  // 0 f32, 1 f16, 2 bf16
+  int batch, heads_q, heads_kv, seqlen_q, seqlen_kv;  // max lengths
+  const std::int64_t* cu_q;   // device, B+1, or null
+  const std::int64_t* cu_kv;  // device, B+1, or null
+  int causal;
+  float scale_log2;
+  // mask (device)
+  const std::int64_t* row_ptr;
+  const std::int32_t* tiles;
+  int tile_q, tile_k, mask_heads, num_q_tiles;
+  int* empty_rows;  // device counter
+};
+
+template <class T, int D>
+void launch_flash_sm80(const FlashParams& params, cudaStream_t stream);
+
+}  // namespace spattn::cuda

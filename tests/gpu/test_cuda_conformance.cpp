@@ -1,0 +1,138 @@
+// GPU-only: the CUDA executor against the reference executor on the same TileMask over a table of shapes.
+// Not part of ctest (CI has no GPU); the device machine runs ./build-cuda/tests/spattn_gpu_tests.
+// Outputs are poisoned (all bits set: NaN in every dtype) before the kernel runs, so an unwritten element
+// fails; LSE and the empty-row count are compared too.
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "../common.hpp"
+#include "spattn/reference/executor.hpp"
+#include "spattn/spattn.hpp"
+
+namespace spattn::test {
+namespace {
+
+void cuda_check(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e)); }
+
+struct DeviceTensor {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  explicit DeviceTensor(std::size_t n) : bytes(n) { cuda_check(cudaMalloc(&ptr, n)); }
+  ~DeviceTensor() { cudaFree(ptr); }
+};
+
+TensorView on_device(const HostTensor& host, DeviceTensor& dev) {
+  cuda_check(cudaMemcpy(dev.ptr, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  TensorView v = host.view();
+  v.data = dev.ptr;
+  v.memory = Memory::cuda;
+  return v;
+}
+
+struct GpuCase {
+  const char* name;
+  std::int64_t batch, hq, hkv, nq, nkv, d;
+  bool causal;
+  DType dtype;
+  Layout layout;
+  std::int32_t tile_q, tile_k;
+  double density;
+  DType out = DType::f32;
+};
+
+void check_gpu_case(const GpuCase& c) {
+  CAPTURE(c.name);
+  Problem p;
+  p.batch = c.batch;
+  p.heads_q = c.hq;
+  p.heads_kv = c.hkv;
+  p.seqlen_q = c.nq;
+  p.seqlen_kv = c.nkv;
+  p.head_dim = c.d;
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  HostTensor q(c.dtype, c.batch, c.hq, c.nq, c.d, c.layout), k(c.dtype, c.batch, c.hkv, c.nkv, c.d, c.layout),
+      v(c.dtype, c.batch, c.hkv, c.nkv, c.d, c.layout);
+  fill_random(q, 1.5);
+  fill_random(k, 1.5);
+  fill_random(v);
+  const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
+  const TileMask mask = c.density >= 1.0 ? TileMask::dense(shape) : random_mask(shape, c.density);
+
+  HostTensor want(c.out, c.batch, c.hq, c.nq, c.d, c.layout), got(c.out, c.batch, c.hq, c.nq, c.d, c.layout);
+  std::vector<float> lse_want(static_cast<std::size_t>(c.batch * c.hq * c.nq));
+  const AttendStats ref = reference::attend(p, q.view(), k.view(), v.view(), mask, want.view(), lse_want.data());
+
+  DeviceTensor dq(q.size_bytes()), dk(k.size_bytes()), dv(v.size_bytes()), dout(got.size_bytes()),
+      dlse(lse_want.size() * sizeof(float));
+  TensorView o_view = got.view();
+  o_view.data = dout.ptr;
+  o_view.memory = Memory::cuda;
+  cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+  cuda_check(cudaMemset(dlse.ptr, 0xff, dlse.bytes));
+  AttendOptions options;
+  options.lse = static_cast<float*>(dlse.ptr);
+  const AttendStats stats = attend(p, on_device(q, dq), on_device(k, dk), on_device(v, dv), mask, o_view, options);
+  CHECK(stats.backend == "cuda");
+  cuda_check(cudaMemcpy(got.data(), dout.ptr, got.size_bytes(), cudaMemcpyDeviceToHost));
+  std::vector<float> lse_got(lse_want.size());
+  cuda_check(cudaMemcpy(lse_got.data(), dlse.ptr, dlse.bytes, cudaMemcpyDeviceToHost));
+
+  // P is rounded to the input dtype before P·V on the GPU (as every flash kernel does): tolerance of that.
+  const double tol = c.dtype == DType::bf16 ? 2e-2 : 3e-3;
+  double worst = 0;
+  std::int64_t bad = 0;
+  const auto a = got.to_float(), b = want.to_float();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double err = std::fabs(double(a[i]) - double(b[i]));
+    if (!(err <= tol * (1.0 + std::fabs(double(b[i]))))) ++bad;
+    if (std::isfinite(err)) worst = std::max(worst, err);
+  }
+  std::int64_t bad_lse = 0;
+  for (std::size_t i = 0; i < lse_got.size(); ++i) {
+    if (std::isinf(lse_want[i])) bad_lse += !(lse_got[i] == lse_want[i]);
+    else bad_lse += !(std::fabs(lse_got[i] - lse_want[i]) <= 1e-3 * (1 + std::fabs(lse_want[i])));
+  }
+  CAPTURE(worst);
+  CHECK(bad == 0);
+  CHECK(bad_lse == 0);
+  CHECK(stats.empty_rows == ref.empty_rows);
+}
+
+TEST_CASE("CUDA executor matches the reference over the shape table") {
+  const std::vector<GpuCase> cases = {
+      {"tiny N=1", 1, 1, 1, 1, 1, 64, true, DType::bf16, Layout::bhnd, 64, 64, 1.0},
+      {"odd N=1000 dense", 1, 2, 2, 1000, 1000, 128, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
+      {"odd N=4099 fp16 sparse", 1, 1, 1, 4099, 4099, 64, true, DType::f16, Layout::bhnd, 128, 64, 0.3},
+      {"GQA 8:1", 2, 8, 1, 333, 333, 128, true, DType::bf16, Layout::bhnd, 64, 32, 0.5},
+      {"non-causal", 1, 2, 1, 257, 300, 64, false, DType::f16, Layout::bhnd, 64, 16, 0.6},
+      {"Nq < Nkv", 1, 4, 2, 100, 777, 128, true, DType::bf16, Layout::bhnd, 128, 128, 0.7},
+      {"stripes tile_k=1", 1, 2, 1, 300, 300, 64, true, DType::bf16, Layout::bhnd, 256, 1, 0.2},
+      {"tile_k=16", 1, 2, 2, 500, 500, 128, true, DType::f16, Layout::bhnd, 64, 16, 0.25},
+      {"tile_k=32 bnhd", 2, 4, 2, 200, 200, 128, false, DType::bf16, Layout::bnhd, 64, 32, 0.4},
+      {"empty rows", 1, 1, 1, 512, 512, 64, true, DType::bf16, Layout::bhnd, 64, 64, 0.05},
+      {"bf16 output", 1, 2, 2, 130, 130, 128, true, DType::bf16, Layout::bhnd, 64, 128, 0.5, DType::bf16},
+      {"fp16 output", 1, 2, 2, 130, 130, 64, false, DType::f16, Layout::bhnd, 64, 8, 0.5, DType::f16},
+  };
+  for (const GpuCase& c : cases) check_gpu_case(c);
+}
+
+TEST_CASE("attend() explains why the CUDA backend does not cover a call") {
+  Problem p;
+  p.seqlen_q = p.seqlen_kv = 64;
+  p.head_dim = 96;
+  p.dtype = DType::bf16;
+  DeviceTensor dq(64 * 96 * 2), dout(64 * 96 * 4);
+  TensorView q = TensorView::dense(dq.ptr, DType::bf16, Layout::bhnd, 1, 1, 64, 96);
+  q.memory = Memory::cuda;
+  TensorView o = TensorView::dense(dout.ptr, DType::f32, Layout::bhnd, 1, 1, 64, 96);
+  o.memory = Memory::cuda;
+  const TileMask mask = TileMask::dense(MaskShape::of(p, 64, 64));
+  CHECK_THROWS_WITH_AS(attend(p, q, q, q, mask, o), doctest::Contains("head_dim must be 64 or 128"), Error);
+}
+
+}  // namespace
+}  // namespace spattn::test
