@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
                   st.density, ms, dense_flops / ms / 1e9, dense_flops * st.pair_density / ms / 1e9,
                   ok ? "ok" : "FAIL");
       if (!ok) std::printf("  max abs error vs reference (head 0): %g\n", worst);
+#if !defined(SPATTN_BENCH_NO_NPZ)
       if (out_dir && arm.mask.shape.tile_k == 128) {
         const auto flex = arm.mask.to_flex_block_mask();
         const std::int64_t tq = arm.mask.shape.num_q_tiles(), tk = arm.mask.shape.num_k_tiles();
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
                                   {"full_kv_num_blocks", NpyArray::from_vector(flex.full_kv_num_blocks, {1, H, tq})},
                                   {"full_kv_indices", NpyArray::from_vector(flex.full_kv_indices, {1, H, tq, tk})}});
       }
+#endif
     }
     cudaFree(dq);
     cudaFree(dk);

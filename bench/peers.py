@@ -1,0 +1,65 @@
+"""Peers on the same GPU (PERF.md): SDPA with the cuDNN and flash backends (dense, causal) and, when mask
+files from spattn_bench_cuda are given, FlexAttention on the same block masks (kv_num_blocks/kv_indices
+exported by TileMask::to_flex_block_mask). Causal bf16, B = 1, H = 32, D = 128; CUDA events; median of 10.
+    python3 bench/peers.py 8192 32768 [--masks DIR]
+"""
+import glob
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def timed(fn, reps=10, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    args = sys.argv[1:]
+    mask_dir = None
+    if "--masks" in args:
+        i = args.index("--masks")
+        mask_dir = args[i + 1]
+        del args[i : i + 2]
+    lengths = [int(a) for a in args] or [8192, 32768]
+    H, D = 32, 128
+    print(f"{'N':<8} {'peer':<28} {'ms':>10} {'TFLOP/s(eq)':>12}")
+    for n in lengths:
+        q, k, v = (torch.randn(1, H, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        flops = 4 * H * n * n * D / 2
+        for name, backend in (("sdpa cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa flash (FA2)", SDPBackend.FLASH_ATTENTION)):
+            with sdpa_kernel(backend):
+                ms = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+            print(f"{n:<8} {name:<28} {ms:10.3f} {flops / ms / 1e9:12.1f}")
+        if mask_dir:
+            import numpy as np
+            from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+            flex = torch.compile(flex_attention)
+            for path in sorted(glob.glob(os.path.join(mask_dir, f"mask_{n}_*.npz"))):
+                z = np.load(path)
+                t = {key: torch.from_numpy(z[key]).to("cuda") for key in z.files}
+                causal = lambda b, h, qi, kv: qi >= kv
+                bm = BlockMask.from_kv_blocks(t["kv_num_blocks"], t["kv_indices"], t["full_kv_num_blocks"],
+                                              t["full_kv_indices"], BLOCK_SIZE=128, mask_mod=causal, seq_lengths=(n, n))
+                ms = timed(lambda: flex(q, k, v, block_mask=bm))
+                density = int(path.rsplit("_", 1)[1].split(".")[0]) / 1000
+                print(f"{n:<8} {'flex density %.3f' % density:<28} {ms:10.3f} {flops / ms / 1e9:12.1f}")
+
+
+if __name__ == "__main__":
+    main()
