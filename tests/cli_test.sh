@@ -20,7 +20,11 @@ for key in method backend density estimate_ms attend_ms dense_ms speedup rel_l1 
 done
 [[ $json == *'"method":"dense"'* && $json == *'"backend":"reference"'* ]] && ok || bad "JSON method/backend: $json"
 [[ $json == *'"density":1.0'* ]] && ok || bad "dense density must be 1: $json"
-[[ $json == *'"rel_l1":0.0'* && $json == *'"max_abs":0.0'* ]] && ok || bad "dense vs dense must be exact: $json"
+# 32×16 tiles chunk the keys differently from the 128×128 dense baseline: equal up to fp32 summation order.
+rel=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$json")
+awk -v r="$rel" 'BEGIN { exit !(r >= 0 && r < 1e-6) }' && ok || bad "dense (32x16) vs dense: rel_l1 $rel"
+same=$("$bin" run --method dense --workload llm --seq 300 --heads 4 --kv-heads 2 --dim 64 --json) || bad "run"
+[[ $same == *'"rel_l1":0.0'* && $same == *'"max_abs":0.0'* ]] && ok || bad "same tiles must be bit-exact: $same"
 # float32 [1,4,300,64] = 76800 floats = 307200 bytes after a 128-byte header
 size=$(stat -c %s "$tmp/o.npy")
 [[ $size -eq $((307200 + 128)) ]] && ok || bad "--out size $size"

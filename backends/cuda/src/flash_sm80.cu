@@ -193,13 +193,13 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = mx > m_run[half] ? mx : m_run[half];
-      const float alpha = softmax_rescale(m_run[half], m_new);
+      const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float w = softmax_weight(s[nt][2 * half + e], m_new);
+          const float w = softmax_weight(s[nt][2 * half + e], m_new, Exp2Fast{});
           s[nt][2 * half + e] = w;
           sum += w;
         }

@@ -6,7 +6,7 @@
 // the 64 K and V rows are GATHERED by index into shared memory (cp.async, 16-byte copies, zero-fill past
 // the end), so every tile_k from 1 (stripes) to 128 runs the tensor cores on full 64-key chunks.
 // Tile shape: BM = 64 rows, BN = 64 keys, D in {64, 128}; K/V double-buffered; XOR-swizzled rows.
-// Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight → exp2_det), fp32 state.
+// Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight with Exp2Fast), fp32 state.
 // Called by: CudaBackend::attend (backend.cu). Measured: see bench/results/cuda-executor.md.
 #pragma once
 

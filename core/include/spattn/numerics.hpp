@@ -155,6 +155,28 @@ SPATTN_INLINE float exp2_det(float x) {
   return x != x ? x : out;
 }
 
+/// 2^x for the executor's softmax weights only — never for a decision. Executor outputs are compared
+/// across backends with a tolerance (DESIGN.md §5.4), and there the exponential is the hot spot: on a GPU
+/// this is the hardware approximation (ex2.approx.ftz, ≤ 2 ulp, subnormal results flushed to 0), 1.5× the
+/// executor throughput of exp2_det on an H100 (bench/results/cuda-executor.md); on the host it is exp2_det.
+SPATTN_INLINE float exp2_fast(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return exp2_det(x);
+#endif
+}
+
+/// The two exponentials as policy types, for code that is written once for both.
+struct Exp2Det {
+  SPATTN_HD float operator()(float x) const { return exp2_det(x); }
+};
+struct Exp2Fast {
+  SPATTN_HD float operator()(float x) const { return exp2_fast(x); }
+};
+
 /// log2(x) in fp32 with identical bits on every backend (max error ≈ 3 ulp, measured near x = 1).
 /// x = 2^e · m with m ∈ [√½, √2); log2 m = (2/ln2)·atanh(s), s = (m-1)/(m+1), odd series up to s^9.
 SPATTN_INLINE float log2_det(float x) {

@@ -27,12 +27,17 @@ struct SoftmaxState {
 };
 
 /// 2^(m_old - m_new), defined as 1 when the max did not move (which covers m_old = m_new = -inf).
-SPATTN_INLINE float softmax_rescale(float m_old, float m_new) {
-  return m_old == m_new ? 1.0f : exp2_det(m_old - m_new);
+/// Exp2 is Exp2Det (the default, bit-identical everywhere) or Exp2Fast (GPU executors, numerics.hpp).
+template <class Exp2 = Exp2Det>
+SPATTN_INLINE float softmax_rescale(float m_old, float m_new, Exp2 exp2 = {}) {
+  return m_old == m_new ? 1.0f : exp2(m_old - m_new);
 }
 
 /// 2^(x - m) for a score under running max m; a masked score (-inf) gives exactly 0.
-SPATTN_INLINE float softmax_weight(float x, float m) { return x == -INFINITY ? 0.0f : exp2_det(x - m); }
+template <class Exp2 = Exp2Det>
+SPATTN_INLINE float softmax_weight(float x, float m, Exp2 exp2 = {}) {
+  return x == -INFINITY ? 0.0f : exp2(x - m);
+}
 
 struct OnlineSoftmax {
   /// Folds n base-2 scores x[0..n) into the state. Writes the weights p[k] = 2^(x[k] - m_new) and returns

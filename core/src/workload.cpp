@@ -1,0 +1,253 @@
+// Seeded synthetic attention inputs. How each pattern is made (all constants below):
+//
+// Every Q/K row is Gaussian noise N(0, 1) per element plus structured components. With noise alone a raw
+// score q·k/√D has standard deviation 1; each component adds a known number of logits where it applies.
+// Rows are generated from a counter-based PRNG keyed by (seed, tensor, batch, head, position), so a row
+// does not depend on the sequence length: a chunked-prefill workload (seqlen_q < seqlen) has exactly the
+// last rows of the full workload's Q. Values are rounded to the spec's dtype when stored.
+//
+// llm (causal), per KV head (shared by its query heads, each query head scaling them by its own factor in
+// [0.8, 1.2]):
+//   - sinks: keys 0..3 carry a direction u_sink, every query carries it too: +6 logits on the sinks;
+//   - local band: dims [0, 16) hold rotary-like features cos/sin(ω_f·pos) for 8 frequencies ω_f from 1/4
+//     to 1/512 rad/token, on queries and keys: +5 logits at distance 0, decaying with distance;
+//   - heavy keys: 8 random positions carry u_heavy, every query carries it: +4 logits on them;
+//   - slash lines: dims [16, 18) hold cos/sin(2π·pos/P), P ∈ [64, 256) per head: +3 logits whenever the
+//     query-key distance is a multiple of P;
+//   - needles: 4 (key a, query b) pairs with b - a >= N/8 share a random direction: +10 logits on (b, a).
+// video (non-causal): tokens on a T×H×W grid (frame-major). dims [0, 36) hold cos/sin features of the
+//   frame, row and column at 6 frequencies per axis (1/2 … 1/32 rad/cell): +6 logits for a token and
+//   itself, decaying with spatial and temporal distance; 3 random global tokens carry u_global that every
+//   query carries: +4 logits on them.
+// random: Q, K, V i.i.d. N(0, 1).
+// V is N(0, 1) for every kind. Structured directions are random unit vectors in the dims that the
+// positional features do not use.
+#include "spattn/workload.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "spattn/error.hpp"
+
+namespace spattn {
+namespace {
+
+std::uint64_t splitmix(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// A small counter-based generator: a stream per key tuple.
+class Rng {
+ public:
+  Rng(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0, std::uint64_t c = 0, std::uint64_t d = 0) {
+    state_ = seed;
+    for (std::uint64_t x : {a, b, c, d}) {
+      state_ ^= x + 0x632be59bd9b4e019ull;
+      splitmix(state_);
+    }
+  }
+  double uniform() { return static_cast<double>(splitmix(state_) >> 11) * 0x1p-53; }
+  double normal() {  // Box–Muller in double: the same bits everywhere
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(uniform() * static_cast<double>(n)); }
+
+ private:
+  std::uint64_t state_;
+};
+
+enum Tensor : std::uint64_t { kQ = 1, kK = 2, kV = 3, kParams = 4 };
+
+std::vector<double> unit_vector(Rng& rng, std::int64_t dim, std::int64_t first) {
+  std::vector<double> u(static_cast<std::size_t>(dim), 0.0);
+  double norm = 0;
+  for (std::int64_t d = first; d < dim; ++d) norm += (u[d] = rng.normal()) * u[d];
+  norm = std::sqrt(norm);
+  for (auto& x : u) x /= norm;
+  return u;
+}
+
+/// Per-KV-head structure of the llm workload.
+struct LlmHead {
+  std::vector<double> sink, heavy_dir;
+  std::vector<std::int64_t> heavy;
+  std::int64_t period = 64;
+  std::vector<std::int64_t> needle_key, needle_query;
+  std::vector<std::vector<double>> needle_dir;
+};
+
+constexpr int kLocalFreqs = 8, kSlashDims = 2;
+
+LlmHead llm_head(const WorkloadSpec& s, std::int64_t b, std::int64_t hkv) {
+  Rng rng(s.seed, kParams, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(hkv));
+  const std::int64_t free_dim = 2 * kLocalFreqs + kSlashDims;
+  LlmHead h;
+  h.sink = unit_vector(rng, s.head_dim, free_dim);
+  h.heavy_dir = unit_vector(rng, s.head_dim, free_dim);
+  for (int i = 0; i < 8; ++i) h.heavy.push_back(rng.below(s.seqlen));
+  h.period = 64 + rng.below(192);
+  for (int i = 0; i < 4; ++i) {
+    const std::int64_t gap = std::max<std::int64_t>(1, s.seqlen / 8);
+    if (s.seqlen <= gap) break;
+    const std::int64_t a = rng.below(s.seqlen - gap);
+    h.needle_key.push_back(a);
+    h.needle_query.push_back(a + gap + rng.below(s.seqlen - gap - a));
+    h.needle_dir.push_back(unit_vector(rng, s.head_dim, free_dim));
+  }
+  return h;
+}
+
+/// Adds sqrt(logits·√D)·u to a row: paired with the same on the other side it adds `logits` to the score.
+void add_dir(std::vector<double>& row, const std::vector<double>& u, double logits, double scale) {
+  const double a = std::sqrt(logits) * scale;
+  for (std::size_t d = 0; d < row.size(); ++d) row[d] += a * u[d];
+}
+
+void llm_row(const WorkloadSpec& s, const LlmHead& head, bool is_query, std::int64_t pos, double head_factor,
+             std::vector<double>& row) {
+  const double root = std::sqrt(std::sqrt(static_cast<double>(s.head_dim)));  // (√D)^(1/2) per side
+  // Local band: γ² · Σ_f cos(ω_f Δ) / √D = 5 at Δ = 0.
+  const double gamma = std::sqrt(5.0 / kLocalFreqs) * root;
+  for (int f = 0; f < kLocalFreqs; ++f) {
+    const double w = 0.25 / std::pow(2.0, f);
+    row[static_cast<std::size_t>(2 * f)] += gamma * std::cos(w * static_cast<double>(pos));
+    row[static_cast<std::size_t>(2 * f + 1)] += gamma * std::sin(w * static_cast<double>(pos));
+  }
+  const double slash = std::sqrt(3.0) * root, ws = 6.283185307179586 / static_cast<double>(head.period);
+  row[2 * kLocalFreqs] += slash * std::cos(ws * static_cast<double>(pos));
+  row[2 * kLocalFreqs + 1] += slash * std::sin(ws * static_cast<double>(pos));
+  const double f = is_query ? head_factor : 1.0;
+  if (is_query || pos < 4) add_dir(row, head.sink, 6.0 * f, root);
+  bool heavy = is_query;
+  for (std::int64_t p : head.heavy) heavy = heavy || p == pos;
+  if (heavy) add_dir(row, head.heavy_dir, 4.0 * f, root);
+  for (std::size_t n = 0; n < head.needle_key.size(); ++n)
+    if ((is_query ? head.needle_query[n] : head.needle_key[n]) == pos) add_dir(row, head.needle_dir[n], 10.0, root);
+}
+
+struct Grid {
+  std::int64_t frames, height, width;
+};
+
+Grid video_grid(const WorkloadSpec& s) {
+  if (s.frames > 0) return {s.frames, s.height, s.width};
+  const std::int64_t t = 8;
+  std::int64_t side = static_cast<std::int64_t>(std::ceil(std::sqrt(static_cast<double>(s.seqlen) / t)));
+  while (t * side * side < s.seqlen) ++side;
+  return {t, side, side};
+}
+
+void video_row(const WorkloadSpec& s, const Grid& g, const std::vector<double>& global_dir,
+               const std::vector<std::int64_t>& globals, bool is_query, std::int64_t pos, std::vector<double>& row) {
+  const double root = std::sqrt(std::sqrt(static_cast<double>(s.head_dim)));
+  const std::int64_t coord[3] = {pos / (g.height * g.width), (pos / g.width) % g.height, pos % g.width};
+  const double gamma = std::sqrt(6.0 / 18.0) * root;  // 3 axes × 6 frequencies: +6 at distance 0
+  for (int axis = 0; axis < 3; ++axis)
+    for (int f = 0; f < 6; ++f) {
+      const double w = 0.5 / std::pow(2.0, f);
+      const auto d = static_cast<std::size_t>(12 * axis + 2 * f);
+      row[d] += gamma * std::cos(w * static_cast<double>(coord[axis]));
+      row[d + 1] += gamma * std::sin(w * static_cast<double>(coord[axis]));
+    }
+  bool global = is_query;
+  for (std::int64_t p : globals) global = global || p == pos;
+  if (global) add_dir(row, global_dir, 4.0, root);
+}
+
+}  // namespace
+
+std::string_view to_string(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::llm: return "llm";
+    case WorkloadKind::video: return "video";
+    case WorkloadKind::random: return "random";
+  }
+  return "?";
+}
+
+WorkloadKind parse_workload_kind(std::string_view name) {
+  if (name == "llm") return WorkloadKind::llm;
+  if (name == "video") return WorkloadKind::video;
+  if (name == "random") return WorkloadKind::random;
+  fail("workload: unknown workload '", name, "' (expected llm, video or random)");
+}
+
+Workload make_workload(const WorkloadSpec& s) {
+  require(s.batch >= 1, "workload batch: must be >= 1, got ", s.batch);
+  require(s.heads_q >= 1 && s.heads_kv >= 1 && s.heads_q % s.heads_kv == 0,
+          "workload heads_q: must be a positive multiple of heads_kv (", s.heads_kv, "), got ", s.heads_q);
+  require(s.seqlen >= 1, "workload seqlen: must be >= 1, got ", s.seqlen);
+  require(s.seqlen_q >= 0 && s.seqlen_q <= s.seqlen, "workload seqlen_q: must be in [0, seqlen = ", s.seqlen,
+          "], got ", s.seqlen_q);
+  require(s.head_dim >= 32 && s.head_dim <= 256 && s.head_dim % 8 == 0,
+          "workload head_dim: must be a multiple of 8 in [32, 256], got ", s.head_dim);
+  require(s.frames >= 0 && s.height >= 0 && s.width >= 0, "workload frames/height/width: must be >= 0");
+  const bool grid_given = s.frames > 0 || s.height > 0 || s.width > 0;
+  require(!grid_given || s.frames * s.height * s.width >= s.seqlen, "workload frames×height×width: the grid ",
+          s.frames, "×", s.height, "×", s.width, " holds fewer than seqlen = ", s.seqlen, " tokens");
+  const std::int64_t nq = s.seqlen_q > 0 ? s.seqlen_q : s.seqlen, nkv = s.seqlen, first_q = nkv - nq;
+
+  Workload w;
+  Problem& p = w.problem;
+  p.batch = s.batch;
+  p.heads_q = s.heads_q;
+  p.heads_kv = s.heads_kv;
+  p.seqlen_q = nq;
+  p.seqlen_kv = nkv;
+  p.head_dim = s.head_dim;
+  p.causal = s.kind == WorkloadKind::llm;
+  p.dtype = s.dtype;
+  p.validate();
+  w.q = HostTensor(s.dtype, s.batch, s.heads_q, nq, s.head_dim);
+  w.k = HostTensor(s.dtype, s.batch, s.heads_kv, nkv, s.head_dim);
+  w.v = HostTensor(s.dtype, s.batch, s.heads_kv, nkv, s.head_dim);
+  const auto dim = static_cast<std::size_t>(s.head_dim);
+  std::vector<double> row(dim);
+  auto noise_row = [&](Tensor t, std::int64_t b, std::int64_t h, std::int64_t pos) {
+    Rng rng(s.seed, t, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(h), static_cast<std::uint64_t>(pos));
+    for (auto& x : row) x = rng.normal();
+  };
+  auto store = [&](HostTensor& t, std::int64_t b, std::int64_t h, std::int64_t n) {
+    for (std::size_t d = 0; d < dim; ++d) t.set(b, h, n, static_cast<std::int64_t>(d), static_cast<float>(row[d]));
+  };
+  const Grid grid = video_grid(s);
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t hk = 0; hk < s.heads_kv; ++hk) {
+      LlmHead head;
+      std::vector<double> global_dir;
+      std::vector<std::int64_t> globals;
+      if (s.kind == WorkloadKind::llm) head = llm_head(s, b, hk);
+      if (s.kind == WorkloadKind::video) {
+        Rng rng(s.seed, kParams, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(hk), 1);
+        global_dir = unit_vector(rng, s.head_dim, 36);
+        for (int i = 0; i < 3; ++i) globals.push_back(rng.below(nkv));
+      }
+      for (std::int64_t n = 0; n < nkv; ++n) {
+        noise_row(kK, b, hk, n);
+        if (s.kind == WorkloadKind::llm) llm_row(s, head, false, n, 1.0, row);
+        if (s.kind == WorkloadKind::video) video_row(s, grid, global_dir, globals, false, n, row);
+        store(w.k, b, hk, n);
+        noise_row(kV, b, hk, n);
+        store(w.v, b, hk, n);
+      }
+      const std::int64_t group = s.heads_q / s.heads_kv;
+      for (std::int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
+        Rng frng(s.seed, kParams, static_cast<std::uint64_t>(b), static_cast<std::uint64_t>(hq), 2);
+        const double factor = 0.8 + 0.4 * frng.uniform();
+        for (std::int64_t i = 0; i < nq; ++i) {
+          const std::int64_t pos = first_q + i;
+          noise_row(kQ, b, hq, pos);
+          if (s.kind == WorkloadKind::llm) llm_row(s, head, true, pos, factor, row);
+          if (s.kind == WorkloadKind::video) video_row(s, grid, global_dir, globals, true, pos, row);
+          store(w.q, b, hq, i);
+        }
+      }
+    }
+  return w;
+}
+
+}  // namespace spattn
