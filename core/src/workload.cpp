@@ -16,9 +16,9 @@
 //     query-key distance is a multiple of P;
 //   - needles: 4 (key a, query b) pairs with b - a >= N/8 share a random direction: +10 logits on (b, a).
 // video (non-causal): tokens on a T×H×W grid (frame-major). dims [0, 36) hold cos/sin features of the
-//   frame, row and column at 6 frequencies per axis (1/2 … 1/32 rad/cell): +6 logits for a token and
-//   itself, decaying with spatial and temporal distance; 3 random global tokens carry u_global that every
-//   query carries: +4 logits on them.
+//   frame, row and column at 6 frequencies per axis (2.4, 1.6, 1.1, 0.75, 0.5, 0.35 rad/cell): +8 logits
+//   for a token and itself, about −1.7 per cell of distance along one axis nearby, −6 to −7 on average far
+//   away; 3 random global tokens carry u_global that every query carries: +4 logits on them.
 // random: Q, K, V i.i.d. N(0, 1).
 // V is N(0, 1) for every kind. Structured directions are random unit vectors in the dims that the
 // positional features do not use.
@@ -145,10 +145,11 @@ void video_row(const WorkloadSpec& s, const Grid& g, const std::vector<double>& 
                const std::vector<std::int64_t>& globals, bool is_query, std::int64_t pos, std::vector<double>& row) {
   const double root = std::sqrt(std::sqrt(static_cast<double>(s.head_dim)));
   const std::int64_t coord[3] = {pos / (g.height * g.width), (pos / g.width) % g.height, pos % g.width};
-  const double gamma = std::sqrt(6.0 / 18.0) * root;  // 3 axes × 6 frequencies: +6 at distance 0
+  const double gamma = std::sqrt(8.0 / 18.0) * root;  // 3 axes × 6 frequencies: +8 at distance 0
+  constexpr double kFreqs[6] = {2.4, 1.6, 1.1, 0.75, 0.5, 0.35};
   for (int axis = 0; axis < 3; ++axis)
     for (int f = 0; f < 6; ++f) {
-      const double w = 0.5 / std::pow(2.0, f);
+      const double w = kFreqs[f];
       const auto d = static_cast<std::size_t>(12 * axis + 2 * f);
       row[d] += gamma * std::cos(w * static_cast<double>(coord[axis]));
       row[d + 1] += gamma * std::sin(w * static_cast<double>(coord[axis]));

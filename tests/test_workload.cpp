@@ -1,0 +1,146 @@
+// Workloads: deterministic bits, dtype rounding, chunked prefill, and the documented structure measured
+// with fp64 softmax attention in the test itself.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "common.hpp"
+#include "spattn/error.hpp"
+#include "spattn/workload.hpp"
+
+namespace spattn::test {
+namespace {
+
+/// fp64 attention probabilities of query row i of head h: p[j] over the row's visible keys.
+std::vector<double> probs(const Workload& w, std::int64_t h, std::int64_t i) {
+  const Problem& p = w.problem;
+  const std::int64_t visible = p.visible_keys(0, i);
+  std::vector<double> s(static_cast<std::size_t>(visible));
+  double mx = -INFINITY;
+  for (std::int64_t j = 0; j < visible; ++j) {
+    double dot = 0;
+    for (std::int64_t d = 0; d < p.head_dim; ++d) dot += double(w.q.get(0, h, i, d)) * w.k.get(0, h / p.group_size(), j, d);
+    s[static_cast<std::size_t>(j)] = dot / std::sqrt(double(p.head_dim));
+    mx = std::max(mx, s[static_cast<std::size_t>(j)]);
+  }
+  double l = 0;
+  for (auto& x : s) l += (x = std::exp(x - mx));
+  for (auto& x : s) x /= l;
+  return s;
+}
+
+WorkloadSpec spec(WorkloadKind kind, std::int64_t n) {
+  WorkloadSpec s;
+  s.kind = kind;
+  s.seqlen = n;
+  s.head_dim = 64;
+  s.heads_q = 2;
+  s.heads_kv = 1;
+  s.seed = test_seed();
+  return s;
+}
+
+TEST_CASE("workloads are deterministic per seed and rounded to their dtype") {
+  const Workload a = make_workload(spec(WorkloadKind::llm, 300)), b = make_workload(spec(WorkloadKind::llm, 300));
+  CHECK(std::memcmp(a.q.data(), b.q.data(), a.q.size_bytes()) == 0);
+  CHECK(std::memcmp(a.k.data(), b.k.data(), a.k.size_bytes()) == 0);
+  CHECK(std::memcmp(a.v.data(), b.v.data(), a.v.size_bytes()) == 0);
+  WorkloadSpec other = spec(WorkloadKind::llm, 300);
+  other.seed += 1;
+  CHECK(std::memcmp(a.q.data(), make_workload(other).q.data(), a.q.size_bytes()) != 0);
+  CHECK(a.q.dtype() == DType::bf16);
+  CHECK(a.problem.causal);
+  CHECK(!make_workload(spec(WorkloadKind::video, 300)).problem.causal);
+  CHECK(a.problem.heads_q == 2);
+  CHECK(a.problem.seqlen_q == 300);
+  CHECK(a.q.all_finite());
+}
+
+TEST_CASE("chunked prefill: the queries are the last rows of the full workload") {
+  WorkloadSpec full = spec(WorkloadKind::llm, 500), chunk = full;
+  chunk.seqlen_q = 123;
+  const Workload f = make_workload(full), c = make_workload(chunk);
+  CHECK(c.problem.seqlen_q == 123);
+  CHECK(c.problem.seqlen_kv == 500);
+  CHECK(std::memcmp(c.k.data(), f.k.data(), f.k.size_bytes()) == 0);
+  for (std::int64_t h = 0; h < 2; ++h)
+    for (std::int64_t i = 0; i < 123; ++i)
+      for (std::int64_t d = 0; d < 64; ++d) REQUIRE(c.q.get(0, h, i, d) == f.q.get(0, h, 377 + i, d));
+}
+
+TEST_CASE("llm workload has sinks and a local band; random has neither") {
+  const std::int64_t n = 512;
+  auto measure = [&](WorkloadKind kind) {
+    WorkloadSpec s = spec(kind, n);
+    s.dtype = DType::f32;
+    Workload w = make_workload(s);
+    w.problem.causal = true;  // compare kinds under the same (causal) rule
+    double sink = 0, local = 0, rows = 0;
+    for (std::int64_t i = 256; i < n; i += 8) {
+      const auto p = probs(w, 0, i);
+      for (int j = 0; j < 4; ++j) sink += p[static_cast<std::size_t>(j)];
+      for (std::int64_t j = i - 15; j <= i; ++j) local += p[static_cast<std::size_t>(j)];
+      rows += 1;
+    }
+    return std::pair{sink / rows, local / rows};
+  };
+  const auto [llm_sink, llm_local] = measure(WorkloadKind::llm);
+  const auto [rnd_sink, rnd_local] = measure(WorkloadKind::random);
+  CAPTURE(llm_sink);
+  CAPTURE(llm_local);
+  CAPTURE(rnd_sink);
+  CAPTURE(rnd_local);
+  CHECK(llm_sink > 0.2);        // uniform share of 4 keys among ~384 is ~0.01
+  CHECK(llm_local > 0.1);       // uniform share of 16 keys is ~0.04
+  CHECK(rnd_sink < 0.05);
+  CHECK(llm_local > 2 * rnd_local);
+}
+
+TEST_CASE("video workload attends locally in space and time") {
+  WorkloadSpec s = spec(WorkloadKind::video, 8 * 8 * 8);
+  s.frames = s.height = s.width = 8;
+  s.dtype = DType::f32;
+  const Workload w = make_workload(s);
+  double near = 0, rows = 0;
+  std::int64_t near_count = 0;
+  for (std::int64_t i = 0; i < 512; i += 17) {
+    const auto p = probs(w, 0, i);
+    const std::int64_t f = i / 64, y = (i / 8) % 8, x = i % 8;
+    for (std::int64_t j = 0; j < 512; ++j) {
+      const std::int64_t g = j / 64, yy = (j / 8) % 8, xx = j % 8;
+      if (std::abs(g - f) <= 1 && std::abs(yy - y) <= 1 && std::abs(xx - x) <= 1) {
+        near += p[static_cast<std::size_t>(j)];
+        ++near_count;
+      }
+    }
+    rows += 1;
+  }
+  const double share = near / rows, uniform_share = double(near_count) / rows / 512.0;
+  CAPTURE(share);
+  CAPTURE(uniform_share);
+  CHECK(share > 4 * uniform_share);
+}
+
+TEST_CASE("bad workload specs are rejected naming the field") {
+  auto err = [](auto mutate) {
+    WorkloadSpec s = spec(WorkloadKind::llm, 64);
+    mutate(s);
+    try {
+      make_workload(s);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(err([](WorkloadSpec& s) { s.batch = 0; }).find("batch") != std::string::npos);
+  CHECK(err([](WorkloadSpec& s) { s.heads_q = 3, s.heads_kv = 2; }).find("heads_q") != std::string::npos);
+  CHECK(err([](WorkloadSpec& s) { s.seqlen = 0; }).find("seqlen") != std::string::npos);
+  CHECK(err([](WorkloadSpec& s) { s.seqlen_q = 65; }).find("seqlen_q") != std::string::npos);
+  CHECK(err([](WorkloadSpec& s) { s.head_dim = 20; }).find("head_dim") != std::string::npos);
+  CHECK(err([](WorkloadSpec& s) { s.frames = 2, s.height = 2, s.width = 2; }).find("frames") != std::string::npos);
+  CHECK_THROWS_AS(parse_workload_kind("text"), Error);
+}
+
+}  // namespace
+}  // namespace spattn::test
