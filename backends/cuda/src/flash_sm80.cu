@@ -5,9 +5,8 @@
 namespace spattn::cuda {
 namespace {
 
-constexpr int kBM = 64;       // query rows per CTA
 constexpr int kBN = 64;       // keys per chunk
-constexpr int kWarps = 4;     // 16 rows each
+constexpr int kWarps = 4;     // each warp owns MT × 16 query rows
 constexpr int kThreads = kWarps * 32;
 
 template <class T>
@@ -82,8 +81,9 @@ __device__ __forceinline__ int key_at(const std::int32_t* tiles, int count, int 
   return j < limit ? j : -1;
 }
 
-template <class T, int D>
+template <class T, int D, int MT>
 __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams p) {
+  constexpr int kBM = kWarps * 16 * MT;  // query rows per CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* s_q = reinterpret_cast<T*>(smem_raw);
   T* s_k = s_q + kBM * D;        // 2 buffers
@@ -137,13 +137,16 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   cp_async_commit();
 
   using M = MmaType<T>;
-  float acc_o[D / 8][4];
+  float acc_o[MT][D / 8][4];
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  std::uint32_t q_frag[D / 16][4];
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) acc_o[mt][i][0] = acc_o[mt][i][1] = acc_o[mt][i][2] = acc_o[mt][i][3] = 0.0f;
+  float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;
   const int g = lane / 4, t4 = lane % 4;
-  const int my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
+  const int warp_row = warp * 16 * MT;  // first row of this warp inside the CTA
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int buf = chunk & 1;
@@ -151,81 +154,94 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (chunk == 0) {
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        ldmatrix_x4(q_frag[ks], smem_addr(s_q + swz<D>(warp * 16 + (lane % 16), ks * 16 + (lane / 16) * 8)));
-    }
     const T* sk = s_k + buf * kBN * D;
     const T* sv = s_v + buf * kBN * D;
     const int* keys = s_key + buf * kBN;
 
-    // S = Q Kᵀ for this warp's 16 rows × 64 keys.
-    float s[kBN / 8][4];
+    // S = Q Kᵀ for this warp's MT×16 rows × 64 keys; each K fragment feeds MT MMAs.
+    float s[MT][kBN / 8][4];
 #pragma unroll
-    for (int i = 0; i < kBN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < kBN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
+      std::uint32_t qf[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        ldmatrix_x4(qf[mt], smem_addr(s_q + swz<D>(warp_row + mt * 16 + (lane % 16), ks * 16 + (lane / 16) * 8)));
 #pragma unroll
       for (int nt = 0; nt < kBN / 16; ++nt) {
         std::uint32_t bfrag[4];
         ldmatrix_x4(bfrag, smem_addr(sk + swz<D>(nt * 16 + (lane / 16) * 8 + (lane % 8), ks * 16 + ((lane / 8) % 2) * 8)));
-        M::mma(s[2 * nt], q_frag[ks], bfrag[0], bfrag[1]);
-        M::mma(s[2 * nt + 1], q_frag[ks], bfrag[2], bfrag[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          M::mma(s[mt][2 * nt], qf[mt], bfrag[0], bfrag[1]);
+          M::mma(s[mt][2 * nt + 1], qf[mt], bfrag[2], bfrag[3]);
+        }
       }
     }
 
-    // Online softmax on rows g (half 0) and g + 8 (half 1); a quad of 4 threads shares a row.
+    // Online softmax on rows g and g + 8 of each m-tile; a quad of 4 threads shares a row.
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int i = my_row[half];
-      float mx = -INFINITY;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt)
+      for (int half = 0; half < 2; ++half) {
+        const int i = row0 + warp_row + mt * 16 + g + 8 * half;
+        float mx = -INFINITY;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int j = keys[nt * 8 + 2 * t4 + e];
-          float x = s[nt][2 * half + e] * p.scale_log2;
-          if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
-          s[nt][2 * half + e] = x;
-          mx = x > mx ? x : mx;
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = keys[nt * 8 + 2 * t4 + e];
+            float x = s[mt][nt][2 * half + e] * p.scale_log2;
+            if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
+            s[mt][nt][2 * half + e] = x;
+            mx = x > mx ? x : mx;
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = mx > m_run[mt][half] ? mx : m_run[mt][half];
+        const float alpha = softmax_rescale(m_run[mt][half], m_new, Exp2Fast{});
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float w = softmax_weight(s[mt][nt][2 * half + e], m_new, Exp2Fast{});
+            s[mt][nt][2 * half + e] = w;
+            sum += w;
+          }
+        l_run[mt][half] = fma_f32(l_run[mt][half], alpha, sum);
+        m_run[mt][half] = m_new;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          acc_o[mt][dt][2 * half] *= alpha;
+          acc_o[mt][dt][2 * half + 1] *= alpha;
         }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = mx > m_run[half] ? mx : m_run[half];
-      const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kBN / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float w = softmax_weight(s[nt][2 * half + e], m_new, Exp2Fast{});
-          s[nt][2 * half + e] = w;
-          sum += w;
-        }
-      l_run[half] = fma_f32(l_run[half], alpha, sum);
-      m_run[half] = m_new;
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        acc_o[dt][2 * half] *= alpha;
-        acc_o[dt][2 * half + 1] *= alpha;
       }
-    }
 
-    // O += P V: P from the S accumulators (the m16n8 C layout is the m16k16 A layout), V via ldmatrix.trans.
+    // O += P V: P from the S accumulators (the m16n8 C layout is the m16k16 A layout), V via ldmatrix.trans;
+    // each V fragment feeds MT MMAs.
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk) {
-      std::uint32_t a[4];
-      a[0] = M::pack(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = M::pack(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = M::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = M::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      std::uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = M::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = M::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = M::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = M::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t bfrag[4];
         ldmatrix_x4_trans(bfrag, smem_addr(sv + swz<D>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8)));
-        M::mma(acc_o[2 * dp], a, bfrag[0], bfrag[1]);
-        M::mma(acc_o[2 * dp + 1], a, bfrag[2], bfrag[3]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          M::mma(acc_o[mt][2 * dp], a[mt], bfrag[0], bfrag[1]);
+          M::mma(acc_o[mt][2 * dp + 1], a[mt], bfrag[2], bfrag[3]);
+        }
       }
     }
     __syncthreads();  // the buffer is refilled by the next iteration's prefetch
@@ -234,44 +250,55 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
 
   // Epilogue: reduce l over the quad, normalise, store (rows past the sequence are not written).
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float l = l_run[half];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int i = my_row[half];
-    if (i >= nq) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
-      const int col = dt * 8 + 2 * t4;
-      const float o0 = acc_o[dt][2 * half] * inv, o1 = acc_o[dt][2 * half + 1] * inv;
-      if (p.o_dtype == 0) {
-        float2* dst = reinterpret_cast<float2*>(static_cast<float*>(p.o) + orow + col);
-        *dst = make_float2(o0, o1);
-      } else if (p.o_dtype == 1) {
-        *reinterpret_cast<__half2*>(static_cast<__half*>(p.o) + orow + col) = __floats2half2_rn(o0, o1);
-      } else {
-        *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.o) + orow + col) =
-            __floats2bfloat162_rn(o0, o1);
+    for (int half = 0; half < 2; ++half) {
+      float l = l_run[mt][half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int i = row0 + warp_row + mt * 16 + g + 8 * half;
+      if (i >= nq) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        const int col = dt * 8 + 2 * t4;
+        const float o0 = acc_o[mt][dt][2 * half] * inv, o1 = acc_o[mt][dt][2 * half + 1] * inv;
+        if (p.o_dtype == 0) {
+          *reinterpret_cast<float2*>(static_cast<float*>(p.o) + orow + col) = make_float2(o0, o1);
+        } else if (p.o_dtype == 1) {
+          *reinterpret_cast<__half2*>(static_cast<__half*>(p.o) + orow + col) = __floats2half2_rn(o0, o1);
+        } else {
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.o) + orow + col) =
+              __floats2bfloat162_rn(o0, o1);
+        }
+      }
+      if (t4 == 0) {
+        if (p.lse)
+          p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] =
+              l > 0.0f ? (m_run[mt][half] + log2_det(l)) * kLn2 : -INFINITY;
+        if (!(l > 0.0f)) atomicAdd(p.empty_rows, 1);
       }
     }
-    if (t4 == 0) {
-      if (p.lse) p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] =
-          l > 0.0f ? (m_run[half] + log2_det(l)) * kLn2 : -INFINITY;
-      if (!(l > 0.0f)) atomicAdd(p.empty_rows, 1);
-    }
-  }
 }
 
 }  // namespace
 
+template <class T, int D, int MT>
+void launch(const FlashParams& params, cudaStream_t stream) {
+  constexpr int kBM = kWarps * 16 * MT;
+  const int smem = (kBM * D + 4 * kBN * D) * static_cast<int>(sizeof(T)) + 2 * kBN * static_cast<int>(sizeof(int));
+  cudaFuncSetAttribute(flash_sm80_kernel<T, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const dim3 grid((params.seqlen_q + kBM - 1) / kBM, params.heads_q, params.batch);
+  flash_sm80_kernel<T, D, MT><<<grid, kThreads, smem, stream>>>(params);
+}
+
+/// 128-row CTAs (32 rows per warp: each K/V fragment feeds two MMAs) when the mask's query tiles allow,
+/// 64-row CTAs otherwise.
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
-  const int smem = (kBM * D + 4 * kBN * D) * static_cast<int>(sizeof(T)) + 2 * kBN * static_cast<int>(sizeof(int));
-  cudaFuncSetAttribute(flash_sm80_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  const dim3 grid((params.seqlen_q + kBM - 1) / kBM, params.heads_q, params.batch);
-  flash_sm80_kernel<T, D><<<grid, kThreads, smem, stream>>>(params);
+  if (params.tile_q % 128 == 0) launch<T, D, 2>(params, stream);
+  else launch<T, D, 1>(params, stream);
 }
 
 template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);
