@@ -1,7 +1,8 @@
 // CPU reference throughput against the machine's Eigen GEMM rate (PERF.md: dense attention within 2× of
 // the GEMM rate for the same FLOPs). Attention FLOPs are counted as 4·N²·D per head (QKᵀ and PV,
 // non-causal; half that when causal); the GEMM is M = N, N = N, K = D, i.e. one of those two products.
-// Arguments: {N, threads}. Counters: GFLOP/s.
+// GEMM arguments {M, N, K}: the attention-shaped product, a large square one, and one executor tile.
+// Attention arguments: {N, threads}. Counters: GFLOP/s.
 //   ./spattn_bench_reference --benchmark_filter=. --benchmark_min_time=1
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -16,15 +17,16 @@ namespace {
 
 constexpr std::int64_t kDim = 128;
 
+/// C[m×n] = A[m×k]·B[n×k]ᵀ, single thread (Eigen does not thread here), output touched before timing.
 void BM_EigenGemm(benchmark::State& state) {
-  const auto n = state.range(0);
+  const auto m = state.range(0), n = state.range(1), k = state.range(2);
   using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  M a = M::Random(n, kDim), b = M::Random(n, kDim), c(n, n);
+  M a = M::Random(m, k), b = M::Random(n, k), c = M::Zero(m, n);
   for (auto _ : state) {
     c.noalias() = a * b.transpose();
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * kDim * double(state.iterations()),
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(m) * double(n) * double(k) * double(state.iterations()),
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
@@ -51,7 +53,13 @@ void attention(benchmark::State& state, bool causal) {
 void BM_DenseAttention(benchmark::State& state) { attention(state, false); }
 void BM_DenseAttentionCausal(benchmark::State& state) { attention(state, true); }
 
-BENCHMARK(BM_EigenGemm)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EigenGemm)
+    ->Args({8192, 8192, kDim})
+    ->Args({2048, 2048, 2048})
+    ->Args({128, 256, kDim})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
 BENCHMARK(BM_DenseAttention)->Args({8192, 1})->Args({8192, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DenseAttentionCausal)->Args({8192, 1})->Args({8192, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 
