@@ -36,6 +36,17 @@ info=$("$bin" inspect "$tmp/m.npz") || bad "inspect failed"
 table=$("$bin" run --workload random --seq 100 --heads 1 --dim 32) || bad "table run"
 [[ $table == *method*density*rel_l1*max_abs* && $table == *dense*random*reference* ]] && ok || bad "table: $table"
 
+# FG-Attn on the video workload: a sparse mask, small error, its tiles in the saved mask.
+fg=$("$bin" run --method fgattn --workload video --seq 2048 --heads 2 --kv-heads 1 --dim 64 --tile 32x16 \
+       --top-p 0.9 --merge xor --json --mask-out "$tmp/fg.npz") || bad "fgattn run"
+fg_density=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$fg")
+fg_rel=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$fg")
+awk -v d="$fg_density" -v r="$fg_rel" 'BEGIN { exit !(d > 0 && d < 0.9 && r > 0 && r < 0.2) }' && ok \
+  || bad "fgattn density $fg_density rel_l1 $fg_rel"
+[[ $("$bin" inspect "$tmp/fg.npz") == *"tile_q 32 tile_k 16"*"causal 0"* ]] && ok || bad "fgattn mask file"
+all=$("$bin" run --method fgattn --workload video --seq 1000 --heads 1 --dim 64 --top-p 1 --json) || bad "p=1"
+[[ $all == *'"density":1.0'* ]] && ok || bad "fgattn p=1 must be dense: $all"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -87,6 +98,10 @@ expect_error "bad layout" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy"
 expect_error "unknown subcommand option" run --frobnicate
 expect_error "no subcommand"
 expect_error "inspect non-mask" inspect "$tmp/garbage.npy"
+expect_error "bad --tile" run --method fgattn --seq 64 --dim 32 --tile 32by32
+expect_error "bad fgattn tile" run --method fgattn --seq 64 --dim 32 --tile 24x16
+expect_error "bad --merge" run --method fgattn --seq 64 --dim 32 --merge random
+expect_error "bad --top-p" run --method fgattn --seq 64 --dim 32 --top-p -1
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
-  run->add_option("--method", options.method, "dense (later issues add the sparse methods)");
+  run->add_option("--method", options.method, "dense | fgattn");
   run->add_option("--backend", options.backend, "reference (or auto)");
   run->add_option("--workload", workload, "llm | video | random");
   run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
@@ -65,8 +65,13 @@ int main(int argc, char** argv) {
   run->add_option("--layout", layout, "layout of the .npy inputs: bhnd | bnhd");
   run->add_flag("--bf16", files.bf16, "read uint16 .npy inputs as bfloat16 bit patterns");
   run->add_flag("--non-causal", non_causal, "file inputs: non-causal attention (default causal)");
-  run->add_option("--tile-q", options.tile_q, "mask query tile (16..2048)");
-  run->add_option("--tile-k", options.tile_k, "mask key tile (1..128)");
+  std::string tile;
+  run->add_option("--tile", tile, "mask tiles MxN, e.g. 32x32 (default: the method's)");
+  run->add_option("--tile-q", options.method_options.tile_q, "mask query tile (16..2048)")->check(CLI::Range(16, 2048));
+  run->add_option("--tile-k", options.method_options.tile_k, "mask key tile (1..128)")->check(CLI::Range(1, 128));
+  run->add_option("--top-p", options.method_options.top_p, "fgattn: kept probability mass p (default 0.9)");
+  run->add_option("--merge", options.method_options.merge, "fgattn: none | consecutive | xor (default xor)");
+  run->add_option("--semantics", options.method_options.semantics, "fgattn: exact | union (default exact)");
   run->add_flag("--json", json, "print one JSON object instead of the table");
   run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");
@@ -97,6 +102,19 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return inspect(mask_path);
 
     cli::find_method(options.method);  // fail fast on an unknown method, before generating inputs
+    if (!tile.empty()) {
+      const auto x = tile.find('x');
+      std::size_t used_q = 0, used_k = 0;
+      try {
+        require(x != std::string::npos, "");
+        options.method_options.tile_q = std::stoi(tile.substr(0, x), &used_q);
+        options.method_options.tile_k = std::stoi(tile.substr(x + 1), &used_k);
+      } catch (const std::exception&) {
+        used_q = 0;
+      }
+      require(used_q == x && used_k == tile.size() - x - 1 && used_q > 0, "--tile: expected MxN such as 32x32, got '",
+              tile, "'");
+    }
     Workload w;
     std::string name;
     if (!files.q.empty() || !files.k.empty() || !files.v.empty()) {

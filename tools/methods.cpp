@@ -3,13 +3,38 @@
 #include <sstream>
 
 #include "spattn/error.hpp"
+#include "spattn/methods/fg_attn.hpp"
+#include "spattn/reference/fg_attn.hpp"
 
 namespace spattn::cli {
+namespace {
+
+std::int32_t or_default(std::int32_t value, std::int32_t fallback) { return value != 0 ? value : fallback; }
+
+TileMask fgattn(const MethodInputs& in) {
+  fg_attn::Config cfg;
+  cfg.tile_q = or_default(in.options.tile_q, 32);
+  cfg.tile_k = or_default(in.options.tile_k, 32);
+  cfg.top_p = in.options.top_p;
+  cfg.merge = fg_attn::parse_merge(in.options.merge);
+  require(in.options.semantics == "exact" || in.options.semantics == "union", "--semantics: unknown '",
+          in.options.semantics, "' (exact or union)");
+  cfg.semantics = in.options.semantics == "exact" ? fg_attn::Semantics::exact : fg_attn::Semantics::union_keys;
+  const TileMask mask = reference::fg_attn_estimate(in.problem, in.q, in.k, cfg);
+  if (cfg.semantics == fg_attn::Semantics::exact) return mask;
+  return fg_attn::effective_mask(mask, fg_attn::plan(mask, cfg), cfg.semantics);
+}
+
+}  // namespace
 
 const std::vector<Method>& methods() {
   static const std::vector<Method> list = {
       {"dense", "every tile kept: exact dense attention (the baseline)",
-       [](const MethodInputs& in) { return TileMask::dense(MaskShape::of(in.problem, in.tile_q, in.tile_k)); }},
+       [](const MethodInputs& in) {
+         return TileMask::dense(MaskShape::of(in.problem, or_default(in.options.tile_q, 128),
+                                              or_default(in.options.tile_k, 128)));
+       }},
+      {"fgattn", "FG-Attn: mean-pooled M×N tile scores, top-p (default 32×32, p = 0.9, exact merging)", fgattn},
   };
   return list;
 }

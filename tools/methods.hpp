@@ -11,11 +11,19 @@
 
 namespace spattn::cli {
 
+/// Method hyper-parameters settable from the command line (each method reads its own).
+struct MethodOptions {
+  std::int32_t tile_q = 0, tile_k = 0;  ///< 0: the method's default tiles
+  float top_p = 0.9f;                   ///< fgattn
+  std::string merge = "xor";            ///< fgattn: none | consecutive | xor
+  std::string semantics = "exact";      ///< fgattn: exact | union
+};
+
 struct MethodInputs {
   const Problem& problem;
   const TensorView& q;
   const TensorView& k;
-  std::int32_t tile_q, tile_k;
+  const MethodOptions& options;
 };
 
 struct Method {

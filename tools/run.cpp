@@ -36,7 +36,7 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
 
   const TensorView q = w.q.view(), k = w.k.view(), v = w.v.view();
   auto start = Clock::now();
-  const TileMask mask = method.estimate({p, q, k, options.tile_q, options.tile_k});
+  const TileMask mask = method.estimate({p, q, k, options.method_options});
   r.estimate_ms = ms_since(start);
   const auto stats = mask.stats();
   r.density = stats.density;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "inputs.hpp"
+#include "methods.hpp"
 #include "spattn/workload.hpp"
 
 namespace spattn::cli {
@@ -12,7 +13,7 @@ namespace spattn::cli {
 struct RunOptions {
   std::string method = "dense";
   std::string backend = "reference";
-  std::int32_t tile_q = 128, tile_k = 128;
+  MethodOptions method_options;
   std::string out, mask_out, mask_png;
   std::int64_t png_head = 0;
 };

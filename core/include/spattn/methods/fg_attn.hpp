@@ -1,0 +1,78 @@
+// FG-Attn (research/fgattn.md, paper 003): fine-grained M×N tiles for video-diffusion attention.
+//
+// Estimator (§2): q̄_i = mean of the M queries of query tile i, k̄_j = mean of the N keys of key tile j (fp32,
+// rows summed sequentially in token order, divided by the TRUE count of a partial tile); logits
+// x_ij = (q̄_i·k̄_j) · scale (fp32 fma chain over d = 0…D−1), row softmax over the key tiles that the causal
+// rule lets the query tile reach (non-causal by default: all), TopCdf top-p with the crossing tile included:
+// the smallest prefix, in (â desc, j asc) order, whose mass reaches p. p ≥ 1 keeps every tile.
+//
+// Decisions where the paper is silent (fgattn.md §10), with the reason:
+// - Partial key tile weight: unweighted, the paper's formula (each tile is one "super-key"); optional
+//   `size_weighted_tail` adds ln(n_j/N) to the tail tile's logit (SVG2-style). Default off: the paper.
+// - Mass threshold: p·Z with Z the fp32 sum of the row's probabilities (the core's TopCdf), not p alone;
+//   they differ by the rounding of Z ≈ 1, and p·Z keeps the rule invariant to it.
+// - A row whose logits are not finite (NaN/Inf inputs) keeps every tile (dense fallback, §10).
+// - GQA: masks per query head; K is pooled per KV head.
+// - M must be a multiple of 16 (warp-uniform membership on GPUs) and 16…128; N is 1…128.
+//
+// Merging (§3): R = 128/M query tiles form one 128-row work item. Consecutive: {gR, …, gR+R−1}. XOR
+// (the paper's greedy merge-XOR): the lowest ungrouped tile anchors a group and takes the R−1 ungrouped
+// tiles with the smallest popcount(row_a XOR row_i), ties by lower index; the last group may be short.
+// Semantics: EXACT (default) — each row still attends only to its own tile's keys, so the output depends
+// only on the mask; UNION — every member attends to the union of its group (the mask is densified).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "spattn/mask.hpp"
+
+namespace spattn::fg_attn {
+
+enum class Merge : std::uint8_t { none, consecutive, xor_greedy };
+enum class Semantics : std::uint8_t { exact, union_keys };
+
+std::string_view to_string(Merge merge);
+Merge parse_merge(std::string_view name);  ///< "none", "consecutive", "xor"; throws spattn::Error
+
+struct Config {
+  std::int32_t tile_q = 32;  ///< M
+  std::int32_t tile_k = 32;  ///< N
+  float top_p = 0.9f;        ///< p (paper default, all end-to-end runs)
+  bool size_weighted_tail = false;
+  Merge merge = Merge::xor_greedy;
+  Semantics semantics = Semantics::exact;
+  std::int32_t work_rows = 128;  ///< rows of one work item (R = work_rows / M)
+
+  /// Throws spattn::Error naming the bad field.
+  void validate() const;
+};
+
+/// One merged work item: up to R member query tiles of one (batch, mask head) and the union of their key
+/// tiles, with a membership bit per union tile (bit t = member t selected it).
+struct WorkItem {
+  std::int64_t batch = 0, head = 0;
+  std::vector<std::int32_t> members;  ///< query-tile ids, in group order (anchor first for XOR)
+  std::vector<std::int32_t> keys;     ///< union of the members' key tiles, ascending
+  std::vector<std::uint32_t> membership;  ///< per union tile: bit t set when members[t] selected it
+  std::int64_t key_count = 0;         ///< keys (tokens) in the union, clipped to the sequence: the cost
+};
+
+struct Plan {
+  std::vector<WorkItem> items;
+  std::vector<std::int32_t> order;  ///< items longest-first (cost desc, then index asc)
+  double redundant_load = 1.0;      ///< Σ_items |union|·|members| / Σ_tiles |own tiles|  (1 = no waste)
+  double density_before = 0.0, density_after = 0.0;  ///< kept / reachable tiles, own vs union
+  double skew = 0.0;  ///< (L_max − L_min) / L_max over the items' key counts
+};
+
+/// Groups the query tiles of every (batch, mask head) of `mask` into work items. For Merge::none each
+/// item is one tile.
+Plan plan(const TileMask& mask, const Config& config);
+
+/// The mask an executor runs for a plan: EXACT rebuilds each member's own tiles from the union lists and
+/// membership bits (equal to the estimated mask); UNION gives every member its group's union.
+TileMask effective_mask(const TileMask& mask, const Plan& plan, Semantics semantics);
+
+}  // namespace spattn::fg_attn
