@@ -225,6 +225,17 @@ SPATTN_INLINE float sum_lanes8(const float* x, int n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
+/// Fixed-order fp32 dot product that vectorizes: lane j = fma chain over a[j], a[j+8], …, lanes combined
+/// like sum_lanes8. For estimator scores, where every backend must use the same order.
+SPATTN_INLINE float dot_lanes8(const float* a, const float* b, int n) {
+  float lane[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  int k = 0;
+  for (; k + 8 <= n; k += 8)
+    for (int j = 0; j < 8; ++j) lane[j] = fma_f32(a[k + j], b[k + j], lane[j]);
+  for (int j = 0; k < n; ++k, ++j) lane[j] = fma_f32(a[k], b[k], lane[j]);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 /// Left-to-right fp32 dot product with fma: s = fma(a[i], b[i], s) for i = 0 … n-1.
 SPATTN_INLINE float dot_sequential(const float* a, const float* b, long long n) {
   float s = 0.0f;

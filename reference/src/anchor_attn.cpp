@@ -1,0 +1,108 @@
+#include "spattn/reference/anchor_attn.hpp"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "spattn/numerics.hpp"
+#include "spattn/online_softmax.hpp"
+#include "tensor_rows.hpp"
+
+namespace spattn::reference {
+
+AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const TensorView& k,
+                                    const anchor_attn::Config& c) {
+  c.validate();
+  p.validate();
+  const std::int32_t group = c.group_rows();
+  const MaskShape shape = MaskShape::of(p, group, 1);
+  const std::int64_t tq = shape.num_q_tiles(), d = p.head_dim;
+  const float sl = scale_log2(p.softmax_scale());
+  const float theta2 = c.theta * kLog2e;  // θ in base-2 units, like every score below
+  AnchorEstimate out;
+  out.anchors.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), AnchorStats{});
+  std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
+  std::atomic<std::int64_t> candidates{0}, selected{0};
+
+  tbb::parallel_for(std::int64_t{0}, p.batch * p.heads_q * tq, [&](std::int64_t task) {
+    const std::int64_t t = task % tq, bh = task / tq, b = bh / p.heads_q, h = bh % p.heads_q;
+    const std::int64_t hkv = p.kv_head_of(h), nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
+    const std::int64_t first = t * group;
+    if (first >= nq) return;
+    const std::int64_t last = std::min(first + group, nq) - 1, offset = p.causal_offset(b);
+    const std::int64_t p0 = first + offset;
+    const std::int64_t reach_end = p.causal ? std::min(last + offset + 1, nkv) : std::min(std::max<std::int64_t>(p0 + group, 0), nkv);
+    const anchor_attn::Window win = anchor_attn::local_window(c, p0, reach_end);
+    const std::int64_t sink_end = std::min(c.n_sink, nkv);
+    const std::int64_t rows_in_group = last - first + 1;
+
+    // Queries of the group and K rows, as fp32.
+    std::vector<float> qg(static_cast<std::size_t>(rows_in_group * d)), krow(static_cast<std::size_t>(d));
+    for (std::int64_t r = 0; r < rows_in_group; ++r)
+      load_row(q, row_offset(q, p, true, b, h, first + r), d, qg.data() + r * d);
+    auto key = [&](std::int64_t j) {
+      load_row(k, row_offset(k, p, false, b, hkv, j), d, krow.data());
+      return krow.data();
+    };
+
+    // Anchor pass: exact base-2 stats over sink ∪ local, per row (keys ascending).
+    std::vector<float> anchor(static_cast<std::size_t>(rows_in_group));
+    std::vector<float> x, w;
+    for (std::int64_t r = 0; r < rows_in_group; ++r) {
+      const std::int64_t visible = p.visible_keys(b, first + r);
+      const float* qi = qg.data() + r * d;
+      x.clear();
+      for (std::int64_t j = 0; j < std::min(sink_end, visible); ++j) x.push_back(dot_lanes8(qi, key(j), static_cast<int>(d)) * sl);
+      for (std::int64_t j = win.begin; j < std::min(win.end, visible); ++j)
+        x.push_back(dot_lanes8(qi, key(j), static_cast<int>(d)) * sl);
+      AnchorStats st;
+      w.resize(x.size());
+      if (!x.empty()) OnlineSoftmax::update(st, x.data(), static_cast<int>(x.size()), w.data());
+      anchor[static_cast<std::size_t>(r)] = st.m;
+      out.anchors[static_cast<std::size_t>(bh * p.seqlen_q + first + r)] = st;
+    }
+
+    // Pooled blocks: mean query and mean anchor (fp32, sequential, true counts).
+    const std::int64_t blocks = (rows_in_group + c.block - 1) / c.block;
+    std::vector<float> qbar(static_cast<std::size_t>(blocks * d), 0.0f), abar(static_cast<std::size_t>(blocks), 0.0f);
+    for (std::int64_t r = 0; r < rows_in_group; ++r) {
+      const std::int64_t blk = r / c.block;
+      for (std::int64_t e = 0; e < d; ++e) qbar[static_cast<std::size_t>(blk * d + e)] += qg[static_cast<std::size_t>(r * d + e)];
+      abar[static_cast<std::size_t>(blk)] += anchor[static_cast<std::size_t>(r)];
+    }
+    for (std::int64_t blk = 0; blk < blocks; ++blk) {
+      const auto count = static_cast<float>(std::min<std::int64_t>(c.block, rows_in_group - blk * c.block));
+      for (std::int64_t e = 0; e < d; ++e) qbar[static_cast<std::size_t>(blk * d + e)] /= count;
+      abar[static_cast<std::size_t>(blk)] /= count;
+    }
+
+    // Stripes: candidate j is kept when some pooled block has q̄·k_j·scale + θ >= ā (base 2).
+    auto& row = rows[static_cast<std::size_t>((b * p.heads_q + h) * tq + t)];
+    for (std::int64_t j = 0; j < sink_end; ++j) row.push_back(static_cast<std::int32_t>(j));
+    std::int64_t cand = 0, sel = 0;
+    auto consider = [&](std::int64_t j) {
+      ++cand;
+      const float* kj = key(j);
+      for (std::int64_t blk = 0; blk < blocks; ++blk)
+        if (dot_lanes8(qbar.data() + blk * d, kj, static_cast<int>(d)) * sl + theta2 >= abar[static_cast<std::size_t>(blk)]) {
+          row.push_back(static_cast<std::int32_t>(j));
+          ++sel;
+          return;
+        }
+    };
+    for (std::int64_t j = sink_end; j < std::min(win.begin, nkv); ++j) consider(j);
+    for (std::int64_t j = win.begin; j < std::min(win.end, nkv); ++j) row.push_back(static_cast<std::int32_t>(j));
+    if (!p.causal)
+      for (std::int64_t j = std::max(win.end, sink_end); j < nkv; ++j) consider(j);
+    candidates += cand;
+    selected += sel;
+  });
+  out.mask = TileMask::from_rows(shape, std::move(rows));
+  out.candidates = candidates.load();
+  out.selected = selected.load();
+  return out;
+}
+
+}  // namespace spattn::reference

@@ -1,0 +1,160 @@
+// AnchorAttention: θ = ±∞ limits, a planted dominant key in the middle of the sequence, disjoint
+// sink/local/stripe partition, partial groups, GQA, chunked prefill, determinism, bad parameters.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common.hpp"
+#include "spattn/error.hpp"
+#include "spattn/reference/anchor_attn.hpp"
+#include "spattn/spattn.hpp"
+#include "spattn/workload.hpp"
+
+namespace spattn::test {
+namespace {
+
+anchor_attn::Config small_config(float theta) {
+  anchor_attn::Config c;
+  c.block = 16;
+  c.step = 4;  // groups of 64 rows
+  c.n_sink = 16;
+  c.local_lead = 16;
+  c.theta = theta;
+  return c;
+}
+
+Workload llm(std::int64_t n, std::int64_t heads = 2, std::int64_t kv = 1, std::int64_t nq = 0) {
+  WorkloadSpec s;
+  s.kind = WorkloadKind::llm;
+  s.seqlen = n;
+  s.seqlen_q = nq;
+  s.heads_q = heads;
+  s.heads_kv = kv;
+  s.head_dim = 64;
+  s.seed = test_seed();
+  return make_workload(s);
+}
+
+TEST_CASE("theta = +inf is exactly dense attention; theta = -inf is the anchor region only") {
+  for (std::int64_t nq : {0, 150}) {
+    const Workload w = llm(333, 2, 1, nq);
+    const auto dense = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(INFINITY));
+    CHECK(dense.mask.tiles == TileMask::dense(dense.mask.shape).tiles);
+    CHECK(dense.selected == dense.candidates);
+    HostTensor a(DType::f32, 1, 2, w.problem.seqlen_q, 64), b = a;
+    attend(w.problem, w.q.view(), w.k.view(), w.v.view(), dense.mask, a.view());
+    attend(w.problem, w.q.view(), w.k.view(), w.v.view(), TileMask::dense(dense.mask.shape), b.view());
+    CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+
+    const auto none = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(-INFINITY));
+    CHECK(none.selected == 0);
+    const std::int64_t offset = w.problem.seqlen_kv - w.problem.seqlen_q;
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t t = 0; t < none.mask.shape.num_q_tiles(); ++t) {
+        // Independent construction: sink [0,16) and [max(16, p0 - 16), last diagonal].
+        const std::int64_t p0 = t * 64 + offset, last = std::min<std::int64_t>(t * 64 + 63, w.problem.seqlen_q - 1) + offset;
+        std::vector<std::int32_t> want;
+        for (std::int64_t j = 0; j <= last; ++j)
+          if (j < 16 || j >= std::max<std::int64_t>(16, p0 - 16)) want.push_back(static_cast<std::int32_t>(j));
+        const auto got = none.mask.row(0, h, t);
+        REQUIRE(std::vector<std::int32_t>(got.begin(), got.end()) == want);
+      }
+  }
+}
+
+TEST_CASE("a planted dominant key in the middle of the sequence is kept and gets its dense weight") {
+  // N = 300 with groups of 64: key 100 is a candidate (not sink, not local) for groups 3 and 4; key 189 lies
+  // in the lead-in before group 3 (rows 192...), the block the authors' code never attends.
+  const std::int64_t n = 300;
+  Workload w = llm(n, 1, 1);
+  w.q = HostTensor(DType::f32, 1, 1, n, 64);
+  w.k = HostTensor(DType::f32, 1, 1, n, 64);
+  w.problem.dtype = DType::f32;
+  HostTensor v(DType::f32, 1, 1, n, 64);
+  fill_random(w.q, 0.3);
+  fill_random(w.k, 0.3);
+  fill_random(v);
+  for (std::int64_t i = 0; i < n; ++i) w.q.set(0, 0, i, 0, 3.0f);  // every query points along dim 0
+  for (std::int64_t j : {100, 189}) w.k.set(0, 0, j, 0, 30.0f);    // two keys with logits ≈ 90/8 ≈ 11
+  const auto est = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(12.0f));
+  for (std::int64_t t = 3; t < 5; ++t) {
+    const auto row = est.mask.row(0, 0, t);
+    CHECK(std::count(row.begin(), row.end(), 100) == 1);
+    CHECK(std::count(row.begin(), row.end(), 189) == 1);
+  }
+  HostTensor o(DType::f32, 1, 1, n, 64), dense(DType::f32, 1, 1, n, 64);
+  attend(w.problem, w.q.view(), w.k.view(), v.view(), est.mask, o.view());
+  attend_dense(w.problem, w.q.view(), w.k.view(), v.view(), dense.view());
+  // The two keys carry almost all the mass, so rows of groups 3-4 must match dense closely.
+  for (std::int64_t i = 192; i < n; ++i)
+    for (std::int64_t d = 0; d < 64; ++d) REQUIRE(std::fabs(o.get(0, 0, i, d) - dense.get(0, 0, i, d)) < 1e-2);
+}
+
+TEST_CASE("sink, local window and stripes never overlap; partial groups, GQA and determinism") {
+  const Workload w = llm(1000, 4, 2);  // 1000 = 15·64 + 40: a partial last group
+  const auto a = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(6.0f));
+  const auto b = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(6.0f));
+  CHECK(a.mask.tiles == b.mask.tiles);
+  CHECK_NOTHROW(a.mask.validate_for(w.problem));
+  CHECK(a.selected > 0);
+  CHECK(a.selected < a.candidates);
+  std::int64_t kept_stripes = 0;
+  for (std::int64_t h = 0; h < 4; ++h)
+    for (std::int64_t t = 0; t < a.mask.shape.num_q_tiles(); ++t) {
+      const auto row = a.mask.row(0, h, t);
+      const std::int64_t last = std::min<std::int64_t>(t * 64 + 63, 999);
+      const std::int64_t local_begin = std::max<std::int64_t>(16, t * 64 - 16);
+      std::int64_t sink = 0, local = 0, stripes = 0;
+      for (std::int32_t j : row) (j < 16 ? sink : j >= local_begin ? local : stripes) += 1;
+      CHECK(sink == 16);
+      CHECK(local == last + 1 - local_begin);
+      CHECK(sink + local + stripes == static_cast<std::int64_t>(row.size()));  // ascending + unique = no double count
+      kept_stripes += stripes;
+    }
+  CHECK(kept_stripes == a.selected);
+  // Anchors are the exact maxima over the region (compare one row against fp64).
+  const std::int64_t i = 777, visible = 778;
+  double mx = -INFINITY;
+  for (std::int64_t j = 0; j < visible; ++j) {
+    if (j >= 16 && j < std::max<std::int64_t>(16, (i / 64) * 64 - 16)) continue;
+    double dot = 0;
+    for (std::int64_t e = 0; e < 64; ++e) dot += double(w.q.get(0, 3, i, e)) * w.k.get(0, 1, j, e);
+    mx = std::max(mx, dot / 8.0 * 1.4426950408889634);
+  }
+  CHECK(a.anchors[static_cast<std::size_t>(3 * 1000 + i)].m == doctest::Approx(mx).epsilon(1e-5));
+}
+
+TEST_CASE("non-causal inputs: the group's window plus stripes on both sides") {
+  WorkloadSpec s;
+  s.kind = WorkloadKind::video;
+  s.seqlen = 400;
+  s.head_dim = 64;
+  s.seed = test_seed();
+  const Workload w = make_workload(s);
+  const auto est = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(INFINITY));
+  CHECK(est.mask.tiles == TileMask::dense(est.mask.shape).tiles);
+  const auto some = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(4.0f));
+  CHECK(some.mask.stats().density < 1.0);
+  bool after_window = false;  // a stripe right of the group's window exists for an early group
+  for (std::int32_t j : some.mask.row(0, 0, 1)) after_window = after_window || j >= 128;
+  CHECK(after_window);
+}
+
+TEST_CASE("bad AnchorAttention parameters are rejected") {
+  const Workload w = llm(100);
+  auto bad = [&](auto mutate, const char* field) {
+    anchor_attn::Config c = small_config(12.0f);
+    mutate(c);
+    CHECK_THROWS_WITH_AS(reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), c), doctest::Contains(field), Error);
+  };
+  bad([](anchor_attn::Config& c) { c.theta = NAN; }, "theta");
+  bad([](anchor_attn::Config& c) { c.step = 0; }, "step");
+  bad([](anchor_attn::Config& c) { c.block = 128, c.step = 32; }, "block");
+  bad([](anchor_attn::Config& c) { c.n_sink = -1; }, "n_sink");
+  bad([](anchor_attn::Config& c) { c.local_lead = -5; }, "local_lead");
+}
+
+}  // namespace
+}  // namespace spattn::test
