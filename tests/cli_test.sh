@@ -47,6 +47,14 @@ awk -v d="$fg_density" -v r="$fg_rel" 'BEGIN { exit !(d > 0 && d < 0.9 && r > 0 
 all=$("$bin" run --method fgattn --workload video --seq 1000 --heads 1 --dim 64 --top-p 1 --json) || bad "p=1"
 [[ $all == *'"density":1.0'* ]] && ok || bad "fgattn p=1 must be dense: $all"
 
+# AnchorAttention on the llm workload; θ = inf is dense attention exactly.
+an=$("$bin" run --method anchor --workload llm --seq 3000 --heads 2 --kv-heads 1 --dim 64 --theta 12 --step 4 --json) \
+  || bad "anchor run"
+an_density=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$an")
+awk -v d="$an_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "anchor density $an_density"
+inf=$("$bin" run --method anchor --workload llm --seq 3000 --heads 1 --dim 64 --theta inf --step 4 --json) || bad "inf"
+[[ $inf == *'"density":1.0'* ]] && ok || bad "anchor theta=inf must be dense: $inf"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -102,6 +110,8 @@ expect_error "bad --tile" run --method fgattn --seq 64 --dim 32 --tile 32by32
 expect_error "bad fgattn tile" run --method fgattn --seq 64 --dim 32 --tile 24x16
 expect_error "bad --merge" run --method fgattn --seq 64 --dim 32 --merge random
 expect_error "bad --top-p" run --method fgattn --seq 64 --dim 32 --top-p -1
+expect_error "bad --step" run --method anchor --seq 64 --dim 32 --step 0
+expect_error "bad --theta" run --method anchor --seq 64 --dim 32 --theta nan
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
-  run->add_option("--method", options.method, "dense | fgattn");
+  run->add_option("--method", options.method, "dense | fgattn | anchor");
   run->add_option("--backend", options.backend, "reference (or auto)");
   run->add_option("--workload", workload, "llm | video | random");
   run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
@@ -72,6 +72,8 @@ int main(int argc, char** argv) {
   run->add_option("--top-p", options.method_options.top_p, "fgattn: kept probability mass p (default 0.9)");
   run->add_option("--merge", options.method_options.merge, "fgattn: none | consecutive | xor (default xor)");
   run->add_option("--semantics", options.method_options.semantics, "fgattn: exact | union (default exact)");
+  run->add_option("--theta", options.method_options.theta, "anchor: θ in natural-log units (default 12; inf = dense)");
+  run->add_option("--step", options.method_options.step, "anchor: 128-row blocks per group (default 16)");
   run->add_flag("--json", json, "print one JSON object instead of the table");
   run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");

@@ -3,7 +3,9 @@
 #include <sstream>
 
 #include "spattn/error.hpp"
+#include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/fg_attn.hpp"
+#include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/fg_attn.hpp"
 
 namespace spattn::cli {
@@ -25,6 +27,15 @@ TileMask fgattn(const MethodInputs& in) {
   return fg_attn::effective_mask(mask, fg_attn::plan(mask, cfg), cfg.semantics);
 }
 
+TileMask anchor(const MethodInputs& in) {
+  anchor_attn::Config cfg;
+  cfg.theta = in.options.theta;
+  cfg.step = in.options.step;
+  require(in.options.tile_q == 0 && in.options.tile_k == 0,
+          "--tile: anchor sets its own tiles (groups of 128·step rows, single-key stripes)");
+  return reference::anchor_attn_estimate(in.problem, in.q, in.k, cfg).mask;
+}
+
 }  // namespace
 
 const std::vector<Method>& methods() {
@@ -35,6 +46,7 @@ const std::vector<Method>& methods() {
                                               or_default(in.options.tile_k, 128)));
        }},
       {"fgattn", "FG-Attn: mean-pooled M×N tile scores, top-p (default 32×32, p = 0.9, exact merging)", fgattn},
+      {"anchor", "AnchorAttention: anchors over sink + local, difference-aware stripes (θ = 12, step = 16)", anchor},
   };
   return list;
 }

@@ -17,6 +17,8 @@ struct MethodOptions {
   float top_p = 0.9f;                   ///< fgattn
   std::string merge = "xor";            ///< fgattn: none | consecutive | xor
   std::string semantics = "exact";      ///< fgattn: exact | union
+  float theta = 12.0f;                  ///< anchor: θ in natural-log units
+  std::int32_t step = 16;               ///< anchor: pooled 128-row blocks per group
 };
 
 struct MethodInputs {

@@ -2,6 +2,8 @@
 
 #include <tbb/parallel_for.h>
 
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -11,6 +13,9 @@
 #include "tensor_rows.hpp"
 
 namespace spattn::reference {
+namespace {
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+}  // namespace
 
 AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const TensorView& k,
                                     const anchor_attn::Config& c) {
@@ -47,19 +52,25 @@ AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const
       return krow.data();
     };
 
-    // Anchor pass: exact base-2 stats over sink ∪ local, per row (keys ascending).
+    // Anchor pass: exact base-2 stats over sink ∪ local, per row (keys ascending). The region's scores are one
+    // Eigen product per group (deterministic for a given build; the anchors feed decisions that other
+    // backends match up to a reported margin, DESIGN.md §5.3).
+    std::vector<std::int64_t> region;
+    for (std::int64_t j = 0; j < sink_end; ++j) region.push_back(j);
+    for (std::int64_t j = win.begin; j < std::min(win.end, nkv); ++j) region.push_back(j);
+    RowMatrix kr(static_cast<Eigen::Index>(region.size()), d);
+    for (std::size_t c2 = 0; c2 < region.size(); ++c2)
+      load_row(k, row_offset(k, p, false, b, hkv, region[c2]), d, kr.row(static_cast<Eigen::Index>(c2)).data());
+    const Eigen::Map<const RowMatrix> qm(qg.data(), rows_in_group, d);
+    RowMatrix scores = qm * kr.transpose();
     std::vector<float> anchor(static_cast<std::size_t>(rows_in_group));
-    std::vector<float> x, w;
+    std::vector<float> w(region.size());
     for (std::int64_t r = 0; r < rows_in_group; ++r) {
       const std::int64_t visible = p.visible_keys(b, first + r);
-      const float* qi = qg.data() + r * d;
-      x.clear();
-      for (std::int64_t j = 0; j < std::min(sink_end, visible); ++j) x.push_back(dot_lanes8(qi, key(j), static_cast<int>(d)) * sl);
-      for (std::int64_t j = win.begin; j < std::min(win.end, visible); ++j)
-        x.push_back(dot_lanes8(qi, key(j), static_cast<int>(d)) * sl);
+      float* x = scores.row(r).data();
+      for (std::size_t c2 = 0; c2 < region.size(); ++c2) x[c2] = region[c2] < visible ? x[c2] * sl : -INFINITY;
       AnchorStats st;
-      w.resize(x.size());
-      if (!x.empty()) OnlineSoftmax::update(st, x.data(), static_cast<int>(x.size()), w.data());
+      if (!region.empty()) OnlineSoftmax::update(st, x, static_cast<int>(region.size()), w.data());
       anchor[static_cast<std::size_t>(r)] = st.m;
       out.anchors[static_cast<std::size_t>(bh * p.seqlen_q + first + r)] = st;
     }

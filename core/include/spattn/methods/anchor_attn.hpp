@@ -11,7 +11,8 @@
 // never attends the 128 keys before each group (spec §3.3).
 //
 // Anchor of row i: x_a(i) = max exact score (scaled logit) over sink ∪ local visible to the row (§2.2), from
-// the core's online softmax (AnchorStats). For each pooled block r of `block` rows of the group:
+// the core's online softmax (AnchorStats); the reference forms these scores with a GEMM, the pooled stripe
+// scores with the core's fixed-order dot_lanes8. For each pooled block r of `block` rows of the group:
 // q̄_r = mean of its queries, ā_r = mean of its rows' anchors (fp32, sequential, true counts). Candidate key j
 // is kept for the group when, for some r, q̄_r·k_j·scale + θ ≥ ā_r (ties select; θ in natural-log units,
 // converted once to base 2 as θ·log2 e, the unit all scores are compared in).
