@@ -116,6 +116,9 @@ TEST_CASE("CUDA executor matches the reference over the shape table") {
       {"empty rows", 1, 1, 1, 512, 512, 64, true, DType::bf16, Layout::bhnd, 64, 64, 0.05},
       {"bf16 output", 1, 2, 2, 130, 130, 128, true, DType::bf16, Layout::bhnd, 64, 128, 0.5, DType::bf16},
       {"fp16 output", 1, 2, 2, 130, 130, 64, false, DType::f16, Layout::bhnd, 64, 8, 0.5, DType::f16},
+      {"merged 16-row tiles", 1, 2, 1, 1000, 1000, 128, false, DType::bf16, Layout::bhnd, 16, 16, 0.3},
+      {"merged 32-row tiles causal", 2, 4, 2, 333, 333, 64, true, DType::f16, Layout::bhnd, 32, 32, 0.4},
+      {"merged 16x1 stripes", 1, 2, 2, 150, 200, 128, true, DType::bf16, Layout::bnhd, 16, 1, 0.1},
   };
   for (const GpuCase& c : cases) check_gpu_case(c);
 }
@@ -132,6 +135,10 @@ TEST_CASE("attend() explains why the CUDA backend does not cover a call") {
   o.memory = Memory::cuda;
   const TileMask mask = TileMask::dense(MaskShape::of(p, 64, 64));
   CHECK_THROWS_WITH_AS(attend(p, q, q, q, mask, o), doctest::Contains("head_dim must be 64 or 128"), Error);
+  Problem p48 = p;
+  p48.head_dim = 64;
+  const TileMask odd = TileMask::dense(MaskShape::of(p48, 48, 64));
+  CHECK_THROWS_WITH_AS(attend(p48, q, q, q, odd, o), doctest::Contains("tile_q must be 16, 32"), Error);
 }
 
 }  // namespace

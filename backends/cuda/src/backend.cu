@@ -47,7 +47,8 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
   if ((p.head_dim != 64 && p.head_dim != 128) || p.dim_v() != p.head_dim)
     why.push_back("head_dim must be 64 or 128 with head_dim_v = head_dim");
-  if (mask.shape.tile_q % 64 != 0) why.push_back("mask tile_q must be a multiple of 64 (query-tile merging is not implemented)");
+  if (mask.shape.tile_q % 64 != 0 && mask.shape.tile_q != 16 && mask.shape.tile_q != 32)
+    why.push_back("mask tile_q must be 16, 32 or a multiple of 64");
   for (const TensorView* t : {&q, &k, &v})
     if (!aligned(t->data, 16) || t->stride_n % 8 || t->stride_h % 8 || t->stride_b % 8) {
       why.push_back("q/k/v need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
@@ -61,6 +62,43 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
 }
 
 DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
+  if (mask.shape.tile_q < 64) {  // work items of 64 / tile_q consecutive query tiles (exact semantics)
+    const std::int64_t per_item = 64 / mask.shape.tile_q;
+    const std::int64_t blocks = (mask.shape.seqlen_q + 63) / 64, tq = mask.shape.num_q_tiles();
+    std::vector<std::int64_t> ptr = {0};
+    std::vector<std::int32_t> keys;
+    std::vector<std::uint8_t> members;
+    std::vector<std::int32_t> merged;
+    for (std::int64_t bh = 0; bh < mask.shape.batch * mask.shape.mask_heads; ++bh)
+      for (std::int64_t blk = 0; blk < blocks; ++blk) {
+        merged.clear();
+        for (std::int64_t m = 0; m < per_item && blk * per_item + m < tq; ++m) {
+          const std::int64_t r = bh * tq + blk * per_item + m;
+          merged.insert(merged.end(), mask.tiles.begin() + mask.row_ptr[r], mask.tiles.begin() + mask.row_ptr[r + 1]);
+        }
+        std::sort(merged.begin(), merged.end());
+        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+        for (std::int32_t k : merged) {
+          std::uint8_t bits = 0;
+          for (std::int64_t m = 0; m < per_item && blk * per_item + m < tq; ++m) {
+            const std::int64_t r = bh * tq + blk * per_item + m;
+            if (std::binary_search(mask.tiles.begin() + mask.row_ptr[r], mask.tiles.begin() + mask.row_ptr[r + 1], k))
+              bits = static_cast<std::uint8_t>(bits | (1u << m));
+          }
+          keys.push_back(k);
+          members.push_back(bits);
+        }
+        ptr.push_back(static_cast<std::int64_t>(keys.size()));
+      }
+    check(cudaMalloc(&item_ptr_, ptr.size() * sizeof(std::int64_t)), "cudaMalloc");
+    check(cudaMemcpy(item_ptr_, ptr.data(), ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(cudaMalloc(&item_tiles_, std::max<std::size_t>(keys.size(), 1) * sizeof(std::int32_t)), "cudaMalloc");
+    check(cudaMalloc(&item_members_, std::max<std::size_t>(members.size(), 1)), "cudaMalloc");
+    if (!keys.empty()) {
+      check(cudaMemcpy(item_tiles_, keys.data(), keys.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+      check(cudaMemcpy(item_members_, members.data(), members.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+  }
   check(cudaMalloc(&row_ptr_, mask.row_ptr.size() * sizeof(std::int64_t)), "cudaMalloc");
   check(cudaMemcpy(row_ptr_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice),
         "cudaMemcpy");
@@ -74,6 +112,9 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
 DeviceTileMask::~DeviceTileMask() {
   cudaFree(row_ptr_);
   cudaFree(tiles_);
+  cudaFree(item_ptr_);
+  cudaFree(item_tiles_);
+  cudaFree(item_members_);
 }
 
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -106,6 +147,9 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.tile_k = mask.shape.tile_k;
   f.mask_heads = static_cast<int>(mask.shape.mask_heads);
   f.num_q_tiles = static_cast<int>(mask.shape.num_q_tiles());
+  f.item_ptr = dmask.item_ptr();
+  f.item_tiles = dmask.item_tiles();
+  f.item_members = dmask.item_members();
   f.empty_rows = empty_rows;
   const bool bf16 = p.dtype == DType::bf16;
   if (p.head_dim == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);

@@ -81,7 +81,7 @@ __device__ __forceinline__ int key_at(const std::int32_t* tiles, int count, int 
   return j < limit ? j : -1;
 }
 
-template <class T, int D, int MT>
+template <class T, int D, int MT, bool kMerged>
 __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams p) {
   constexpr int kBM = kWarps * 16 * MT;  // query rows per CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   T* s_k = s_q + kBM * D;        // 2 buffers
   T* s_v = s_k + 2 * kBN * D;    // 2 buffers
   int* s_key = reinterpret_cast<int*>(s_v + 2 * kBN * D);  // 2 × kBN key indices
+  int* s_mem = s_key + 2 * kBN;                             // 2 × kBN membership bytes (merged items)
 
   const int b = blockIdx.z, h = blockIdx.y;
   const int row0 = blockIdx.x * kBM;
@@ -98,10 +99,19 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   const std::int64_t off_q = p.cu_q ? p.cu_q[b] : 0, off_kv = p.cu_kv ? p.cu_kv[b] : 0;
   const int hkv = h / (p.heads_q / p.heads_kv);
   const int mh = p.mask_heads == p.heads_q ? h : hkv;
-  const int tile = row0 / p.tile_q;
-  const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + tile;
-  const std::int32_t* tiles = p.tiles + p.row_ptr[mrow];
-  const int count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+  const std::int32_t* tiles;
+  const std::uint8_t* members = nullptr;
+  int count;
+  if constexpr (kMerged) {
+    const std::int64_t item = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * gridDim.x + blockIdx.x;
+    tiles = p.item_tiles + p.item_ptr[item];
+    members = p.item_members + p.item_ptr[item];
+    count = static_cast<int>(p.item_ptr[item + 1] - p.item_ptr[item]);
+  } else {
+    const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + row0 / p.tile_q;
+    tiles = p.tiles + p.row_ptr[mrow];
+    count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+  }
   const int offset = nkv - nq;
   const int last_row = min(row0 + kBM, nq) - 1;
   const int limit = p.causal ? min(last_row + offset + 1, nkv) : nkv;
@@ -131,7 +141,11 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       cp_async16(smem_addr(dk + swz<D>(r, col)), kg + (ok ? (off_kv + j) * p.k_sn + col : 0), ok ? 16 : 0);
       cp_async16(smem_addr(dv + swz<D>(r, col)), vg + (ok ? (off_kv + j) * p.v_sn + col : 0), ok ? 16 : 0);
     }
-    if (tid < kBN) s_key[buf * kBN + tid] = key_at(tiles, count, p.tile_k, chunk * kBN + tid, limit);
+    if (tid < kBN) {
+      const int pos = chunk * kBN + tid, slot = pos / p.tile_k;
+      s_key[buf * kBN + tid] = key_at(tiles, count, p.tile_k, pos, limit);
+      if constexpr (kMerged) s_mem[buf * kBN + tid] = slot < count ? members[slot] : 0;
+    }
   };
   if (chunks > 0) load_kv(0, 0);
   cp_async_commit();
@@ -157,6 +171,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     const T* sk = s_k + buf * kBN * D;
     const T* sv = s_v + buf * kBN * D;
     const int* keys = s_key + buf * kBN;
+    const int* mem = s_mem + buf * kBN;
 
     // S = Q Kᵀ for this warp's MT×16 rows × 64 keys; each K fragment feeds MT MMAs.
     float s[MT][kBN / 8][4];
@@ -188,6 +203,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = row0 + warp_row + mt * 16 + g + 8 * half;
+        const int member = (warp_row + mt * 16) / p.tile_q;  // merged items: which member tile this warp is
         float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
@@ -195,7 +211,9 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
           for (int e = 0; e < 2; ++e) {
             const int j = keys[nt * 8 + 2 * t4 + e];
             float x = s[mt][nt][2 * half + e] * p.scale_log2;
-            if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
+            bool keep = j >= 0 && !(p.causal && j > i + offset);
+            if constexpr (kMerged) keep = keep && ((mem[nt * 8 + 2 * t4 + e] >> member) & 1);
+            if (!keep) x = -INFINITY;
             s[mt][nt][2 * half + e] = x;
             mx = x > mx ? x : mx;
           }
@@ -284,21 +302,22 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
 
 }  // namespace
 
-template <class T, int D, int MT>
+template <class T, int D, int MT, bool kMerged>
 void launch(const FlashParams& params, cudaStream_t stream) {
   constexpr int kBM = kWarps * 16 * MT;
-  const int smem = (kBM * D + 4 * kBN * D) * static_cast<int>(sizeof(T)) + 2 * kBN * static_cast<int>(sizeof(int));
-  cudaFuncSetAttribute(flash_sm80_kernel<T, D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const int smem = (kBM * D + 4 * kBN * D) * static_cast<int>(sizeof(T)) + 4 * kBN * static_cast<int>(sizeof(int));
+  cudaFuncSetAttribute(flash_sm80_kernel<T, D, MT, kMerged>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   const dim3 grid((params.seqlen_q + kBM - 1) / kBM, params.heads_q, params.batch);
-  flash_sm80_kernel<T, D, MT><<<grid, kThreads, smem, stream>>>(params);
+  flash_sm80_kernel<T, D, MT, kMerged><<<grid, kThreads, smem, stream>>>(params);
 }
 
 /// 128-row CTAs (32 rows per warp: each K/V fragment feeds two MMAs) when the mask's query tiles allow,
 /// 64-row CTAs otherwise.
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
-  if (params.tile_q % 128 == 0) launch<T, D, 2>(params, stream);
-  else launch<T, D, 1>(params, stream);
+  if (params.item_ptr != nullptr) launch<T, D, 1, true>(params, stream);
+  else if (params.tile_q % 128 == 0) launch<T, D, 2, false>(params, stream);
+  else launch<T, D, 1, false>(params, stream);
 }
 
 template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);

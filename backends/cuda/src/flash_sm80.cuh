@@ -7,6 +7,9 @@
 // the end), so every tile_k from 1 (stripes) to 128 runs the tensor cores on full 64-key chunks.
 // Tile shape: BM = 64 rows, BN = 64 keys, D in {64, 128}; K/V double-buffered; XOR-swizzled rows.
 // Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight with Exp2Fast), fp32 state.
+// Query tiles of 16 or 32 rows: a 64-row CTA is a work item of 64/tile_q consecutive tiles in EXACT mode
+// (FG-Attn §3): it streams the union of their key tiles and each warp masks the keys its own tile did not
+// keep, so the output depends only on the mask.
 // Called by: CudaBackend::attend (backend.cu). Measured: see bench/results/cuda-executor.md.
 #pragma once
 
@@ -36,6 +39,11 @@ struct FlashParams {
   const std::int64_t* row_ptr;
   const std::int32_t* tiles;
   int tile_q, tile_k, mask_heads, num_q_tiles;
+  // Merged work items (mask tile_q of 16 or 32): per (b, mask head, 64-row block) the union of its member
+  // tiles' key tiles and a membership byte per union tile (bit m: member tile m kept it). Null otherwise.
+  const std::int64_t* item_ptr;
+  const std::int32_t* item_tiles;
+  const std::uint8_t* item_members;
   int* empty_rows;  // device counter
 };
 

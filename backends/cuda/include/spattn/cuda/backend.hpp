@@ -18,11 +18,18 @@ class DeviceTileMask {
   const TileMask& host() const { return host_; }
   const std::int64_t* row_ptr() const { return row_ptr_; }
   const std::int32_t* tiles() const { return tiles_; }
+  /// Merged work items for query tiles of 16 or 32 rows (null otherwise): see flash_sm80.cuh.
+  const std::int64_t* item_ptr() const { return item_ptr_; }
+  const std::int32_t* item_tiles() const { return item_tiles_; }
+  const std::uint8_t* item_members() const { return item_members_; }
 
  private:
   const TileMask& host_;
   std::int64_t* row_ptr_ = nullptr;
   std::int32_t* tiles_ = nullptr;
+  std::int64_t* item_ptr_ = nullptr;
+  std::int32_t* item_tiles_ = nullptr;
+  std::uint8_t* item_members_ = nullptr;
 };
 
 /// Enqueues the executor on `stream` without synchronising. Arguments must already be validated and
