@@ -141,10 +141,12 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       cp_async16(smem_addr(dk + swz<D>(r, col)), kg + (ok ? (off_kv + j) * p.k_sn + col : 0), ok ? 16 : 0);
       cp_async16(smem_addr(dv + swz<D>(r, col)), vg + (ok ? (off_kv + j) * p.v_sn + col : 0), ok ? 16 : 0);
     }
-    if (tid < kBN) {
-      const int pos = chunk * kBN + tid, slot = pos / p.tile_k;
-      s_key[buf * kBN + tid] = key_at(tiles, count, p.tile_k, pos, limit);
-      if constexpr (kMerged) s_mem[buf * kBN + tid] = slot < count ? members[slot] : 0;
+    if (tid < kBN) s_key[buf * kBN + tid] = key_at(tiles, count, p.tile_k, chunk * kBN + tid, limit);
+    if constexpr (kMerged) {
+      if (tid < kBN) {
+        const int slot = (chunk * kBN + tid) / p.tile_k;
+        s_mem[buf * kBN + tid] = slot < count ? members[slot] : 0;
+      }
     }
   };
   if (chunks > 0) load_kv(0, 0);
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     const T* sk = s_k + buf * kBN * D;
     const T* sv = s_v + buf * kBN * D;
     const int* keys = s_key + buf * kBN;
-    const int* mem = s_mem + buf * kBN;
+    [[maybe_unused]] const int* mem = s_mem + buf * kBN;
 
     // S = Q Kᵀ for this warp's MT×16 rows × 64 keys; each K fragment feeds MT MMAs.
     float s[MT][kBN / 8][4];
@@ -203,7 +205,6 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = row0 + warp_row + mt * 16 + g + 8 * half;
-        const int member = (warp_row + mt * 16) / p.tile_q;  // merged items: which member tile this warp is
         float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
@@ -211,9 +212,12 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
           for (int e = 0; e < 2; ++e) {
             const int j = keys[nt * 8 + 2 * t4 + e];
             float x = s[mt][nt][2 * half + e] * p.scale_log2;
-            bool keep = j >= 0 && !(p.causal && j > i + offset);
-            if constexpr (kMerged) keep = keep && ((mem[nt * 8 + 2 * t4 + e] >> member) & 1);
-            if (!keep) x = -INFINITY;
+            if constexpr (kMerged) {  // also masked: keys this warp's own tile did not keep
+              const int member = (warp_row + mt * 16) / p.tile_q;
+              if (j < 0 || (p.causal && j > i + offset) || !((mem[nt * 8 + 2 * t4 + e] >> member) & 1)) x = -INFINITY;
+            } else {
+              if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
+            }
             s[mt][nt][2 * half + e] = x;
             mx = x > mx ? x : mx;
           }
