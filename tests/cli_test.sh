@@ -55,6 +55,14 @@ awk -v d="$an_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "anchor d
 inf=$("$bin" run --method anchor --workload llm --seq 3000 --heads 1 --dim 64 --theta inf --step 4 --json) || bad "inf"
 [[ $inf == *'"density":1.0'* ]] && ok || bad "anchor theta=inf must be dense: $inf"
 
+# BFLA with chunked prefill; γ = 1 is dense attention exactly.
+bf=$("$bin" run --method bfla --workload llm --seq 4096 --seq-q 1000 --heads 4 --kv-heads 2 --dim 64 --block 256 \
+       --group 64 --gamma 0.95 --eta 16 --json) || bad "bfla run"
+bf_density=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$bf")
+awk -v d="$bf_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "bfla density $bf_density"
+one=$("$bin" run --method bfla --workload llm --seq 2000 --heads 2 --kv-heads 1 --dim 64 --gamma 1 --json) || bad "γ=1"
+[[ $one == *'"density":1.0'* && $one == *'"rel_l1":0.0'* ]] && ok || bad "bfla gamma=1 must be dense: $one"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -112,6 +120,8 @@ expect_error "bad --merge" run --method fgattn --seq 64 --dim 32 --merge random
 expect_error "bad --top-p" run --method fgattn --seq 64 --dim 32 --top-p -1
 expect_error "bad --step" run --method anchor --seq 64 --dim 32 --step 0
 expect_error "bad --theta" run --method anchor --seq 64 --dim 32 --theta nan
+expect_error "bad --group" run --method bfla --seq 64 --dim 32 --group 48
+expect_error "bad --rescue-grid" run --method bfla --seq 64 --dim 32 --rescue-grid fine
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
-  run->add_option("--method", options.method, "dense | fgattn | anchor");
+  run->add_option("--method", options.method, "dense | fgattn | anchor | bfla");
   run->add_option("--backend", options.backend, "reference (or auto)");
   run->add_option("--workload", workload, "llm | video | random");
   run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
@@ -74,6 +74,13 @@ int main(int argc, char** argv) {
   run->add_option("--semantics", options.method_options.semantics, "fgattn: exact | union (default exact)");
   run->add_option("--theta", options.method_options.theta, "anchor: θ in natural-log units (default 12; inf = dense)");
   run->add_option("--step", options.method_options.step, "anchor: 128-row blocks per group (default 16)");
+  run->add_option("--block", options.method_options.block, "bfla: coarse block b (default 256)");
+  run->add_option("--group", options.method_options.group, "bfla: flattening group g (default 64)");
+  run->add_option("--gamma", options.method_options.gamma, "bfla: keep-mass γ (default 0.99; 1 = dense)");
+  run->add_option("--eta", options.method_options.eta, "bfla: stride rescue period (default 0 = off)");
+  run->add_option("--rho", options.method_options.rho, "bfla: random rescue fraction (default 0 = off)");
+  run->add_option("--rescue-seed", options.method_options.rescue_seed, "bfla: rescue seed s (default 0)");
+  run->add_option("--rescue-grid", options.method_options.rescue_grid, "bfla: coarse | tile (default coarse)");
   run->add_flag("--json", json, "print one JSON object instead of the table");
   run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");

@@ -4,7 +4,9 @@
 
 #include "spattn/error.hpp"
 #include "spattn/methods/anchor_attn.hpp"
+#include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
+#include "spattn/reference/bfla.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/fg_attn.hpp"
 
@@ -36,6 +38,22 @@ TileMask anchor(const MethodInputs& in) {
   return reference::anchor_attn_estimate(in.problem, in.q, in.k, cfg).mask;
 }
 
+TileMask bfla_method(const MethodInputs& in) {
+  bfla::Config cfg;
+  cfg.block = in.options.block;
+  cfg.group = in.options.group;
+  cfg.gamma = in.options.gamma;
+  cfg.eta = in.options.eta;
+  cfg.rho = in.options.rho;
+  cfg.seed = in.options.rescue_seed;
+  cfg.tile = or_default(in.options.tile_k, 32);
+  require(in.options.tile_q == 0, "--tile-q: bfla sets its query tile (min(128, block))");
+  require(in.options.rescue_grid == "coarse" || in.options.rescue_grid == "tile", "--rescue-grid: unknown '",
+          in.options.rescue_grid, "' (coarse or tile)");
+  cfg.rescue_grid = in.options.rescue_grid == "coarse" ? bfla::RescueGrid::coarse : bfla::RescueGrid::tile;
+  return reference::bfla_estimate(in.problem, in.q, in.k, cfg);
+}
+
 }  // namespace
 
 const std::vector<Method>& methods() {
@@ -47,6 +65,7 @@ const std::vector<Method>& methods() {
        }},
       {"fgattn", "FG-Attn: mean-pooled M×N tile scores, top-p (default 32×32, p = 0.9, exact merging)", fgattn},
       {"anchor", "AnchorAttention: anchors over sink + local, difference-aware stripes (θ = 12, step = 16)", anchor},
+      {"bfla", "BFLA: flattened-group block scores, keep-mass γ = 0.99, sink + local band, rescues", bfla_method},
   };
   return list;
 }

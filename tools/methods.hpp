@@ -19,6 +19,12 @@ struct MethodOptions {
   std::string semantics = "exact";      ///< fgattn: exact | union
   float theta = 12.0f;                  ///< anchor: θ in natural-log units
   std::int32_t step = 16;               ///< anchor: pooled 128-row blocks per group
+  std::int32_t block = 256, group = 64;  ///< bfla: coarse block b and flattening group g
+  float gamma = 0.99f;                   ///< bfla: keep-mass γ
+  std::int64_t eta = 0;                  ///< bfla: stride rescue period (0 = off)
+  float rho = 0.0f;                      ///< bfla: random rescue fraction (0 = off)
+  std::int64_t rescue_seed = 0;          ///< bfla: s
+  std::string rescue_grid = "coarse";    ///< bfla: coarse | tile
 };
 
 struct MethodInputs {
