@@ -27,7 +27,6 @@
 //   unstable sort is not reproducible (spec §4.1).
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -35,28 +34,8 @@ namespace spattn::sparge {
 
 /// Block self-similarity ‖(1/n') Σ_r x_r/‖x_r‖‖² over the n' non-zero rows of a [rows × d] block (row-major):
 /// the mean of the cosine Gram matrix including its diagonal. −1 when every row is zero (the caller treats
-/// that block as not self-similar). fp32, rows in order.
-inline float self_similarity(const float* x, std::int64_t rows, std::int64_t d, std::vector<float>& scratch) {
-  scratch.assign(static_cast<std::size_t>(d), 0.0f);
-  std::int64_t nonzero = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * d;
-    float sq = 0.0f;
-    for (std::int64_t c = 0; c < d; ++c) sq += row[c] * row[c];
-    if (!(sq > 0.0f)) continue;
-    const float inv = 1.0f / std::sqrt(sq);
-    for (std::int64_t c = 0; c < d; ++c) scratch[static_cast<std::size_t>(c)] += row[c] * inv;
-    ++nonzero;
-  }
-  if (nonzero == 0) return -1.0f;
-  float s = 0.0f;
-  const float inv_n = 1.0f / static_cast<float>(nonzero);
-  for (std::int64_t c = 0; c < d; ++c) {
-    const float m = scratch[static_cast<std::size_t>(c)] * inv_n;
-    s += m * m;
-  }
-  return s;
-}
+/// that block as not self-similar). fp32, rows in order; `scratch` is resized to d.
+float self_similarity(const float* x, std::int64_t rows, std::int64_t d, std::vector<float>& scratch);
 
 struct Config {
   std::int32_t block_q = 128;
