@@ -63,6 +63,14 @@ awk -v d="$bf_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "bfla den
 one=$("$bin" run --method bfla --workload llm --seq 2000 --heads 2 --kv-heads 1 --dim 64 --gamma 1 --json) || bad "γ=1"
 [[ $one == *'"density":1.0'* && $one == *'"rel_l1":0.0'* ]] && ok || bad "bfla gamma=1 must be dense: $one"
 
+# SpargeAttn Stage 1: a sparse mask with τ < 1; θ > 1 forces every block (dense).
+sp=$("$bin" run --method sparge --workload llm --seq 3000 --heads 2 --kv-heads 1 --dim 64 --cdf-threshold 0.5 \
+       --sim-threshold -1 --json) || bad "sparge run"
+sp_density=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$sp")
+awk -v d="$sp_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "sparge density $sp_density"
+spd=$("$bin" run --method sparge --workload llm --seq 1000 --heads 1 --dim 64 --sim-threshold 2 --json) || bad "θ=2"
+[[ $spd == *'"density":1.0'* ]] && ok || bad "sparge theta=2 must be dense: $spd"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -122,6 +130,7 @@ expect_error "bad --step" run --method anchor --seq 64 --dim 32 --step 0
 expect_error "bad --theta" run --method anchor --seq 64 --dim 32 --theta nan
 expect_error "bad --group" run --method bfla --seq 64 --dim 32 --group 48
 expect_error "bad --rescue-grid" run --method bfla --seq 64 --dim 32 --rescue-grid fine
+expect_error "bad --topk" run --method sparge --seq 64 --dim 32 --topk 2
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

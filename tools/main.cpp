@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
-  run->add_option("--method", options.method, "dense | fgattn | anchor | bfla");
+  run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge");
   run->add_option("--backend", options.backend, "reference (or auto)");
   run->add_option("--workload", workload, "llm | video | random");
   run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
   run->add_option("--rho", options.method_options.rho, "bfla: random rescue fraction (default 0 = off)");
   run->add_option("--rescue-seed", options.method_options.rescue_seed, "bfla: rescue seed s (default 0)");
   run->add_option("--rescue-grid", options.method_options.rescue_grid, "bfla: coarse | tile (default coarse)");
+  run->add_option("--sim-threshold", options.method_options.sim_threshold, "sparge: θ, block self-similarity (0.6)");
+  run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98)");
+  run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row instead");
+  run->add_flag("--sink", options.method_options.sink, "sparge: always keep key block 0");
   run->add_flag("--json", json, "print one JSON object instead of the table");
   run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");

@@ -7,6 +7,7 @@
 #include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
 #include "spattn/reference/bfla.hpp"
+#include "spattn/reference/sparge.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/fg_attn.hpp"
 
@@ -54,6 +55,17 @@ TileMask bfla_method(const MethodInputs& in) {
   return reference::bfla_estimate(in.problem, in.q, in.k, cfg);
 }
 
+TileMask sparge_method(const MethodInputs& in) {
+  sparge::Config cfg;
+  cfg.block_q = or_default(in.options.tile_q, 128);
+  cfg.block_k = or_default(in.options.tile_k, 64);
+  cfg.theta = {in.options.sim_threshold};
+  cfg.tau = {in.options.cdf_threshold};
+  cfg.topk = in.options.topk;
+  cfg.attention_sink = in.options.sink;
+  return reference::sparge_estimate(in.problem, in.q, in.k, cfg).mask;
+}
+
 }  // namespace
 
 const std::vector<Method>& methods() {
@@ -66,6 +78,7 @@ const std::vector<Method>& methods() {
       {"fgattn", "FG-Attn: mean-pooled M×N tile scores, top-p (default 32×32, p = 0.9, exact merging)", fgattn},
       {"anchor", "AnchorAttention: anchors over sink + local, difference-aware stripes (θ = 12, step = 16)", anchor},
       {"bfla", "BFLA: flattened-group block scores, keep-mass γ = 0.99, sink + local band, rescues", bfla_method},
+      {"sparge", "SpargeAttn Stage 1: pooled scores + self-similarity, TopCdf τ = 0.98 (θ = 0.6)", sparge_method},
   };
   return list;
 }

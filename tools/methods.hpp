@@ -25,6 +25,10 @@ struct MethodOptions {
   float rho = 0.0f;                      ///< bfla: random rescue fraction (0 = off)
   std::int64_t rescue_seed = 0;          ///< bfla: s
   std::string rescue_grid = "coarse";    ///< bfla: coarse | tile
+  float sim_threshold = 0.6f;            ///< sparge: θ (self-similarity)
+  float cdf_threshold = 0.98f;           ///< sparge: τ
+  float topk = 0.0f;                     ///< sparge: ρ (> 0 selects top-k)
+  bool sink = false;                     ///< sparge: keep key block 0
 };
 
 struct MethodInputs {
