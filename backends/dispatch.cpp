@@ -27,10 +27,15 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
                    const TileMask& mask, const TensorView& o, const AttendOptions& options) {
   problem.validate(q, k, v, o);
   mask.validate_for(problem);
+  require(!(options.pv_threshold < 0.0f) && options.pv_threshold == options.pv_threshold,
+          "pv_threshold: must be > 0 (+inf = off), got ", options.pv_threshold);
+  require(options.pv_vote_rows >= 0 && options.pv_vote_rows <= 128, "pv_vote_rows: must be in [0, 128], got ",
+          options.pv_vote_rows);
+  require(options.pv_exempt_last >= 0, "pv_exempt_last: must be >= 0, got ", options.pv_exempt_last);
   std::ostringstream why;
   for (const auto& backend : backends()) {
     if (options.backend != "auto" && options.backend != backend->name()) continue;
-    const auto reasons = backend->not_supported_reasons(problem, q, k, v, mask, o);
+    const auto reasons = backend->not_supported_reasons(problem, q, k, v, mask, o, options);
     if (reasons.empty()) return backend->attend(problem, q, k, v, mask, o, options);
     why << " " << backend->name() << ":";
     for (const auto& r : reasons) why << " " << r << ";";

@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       const TileMask m1 = TileMask::from_rows(s1, rows);
       HostTensor want(DType::f32, 1, 1, n, D);
       TensorView q1 = q.view(), k1 = k.view(), v1 = v.view();
-      reference::attend(p1, q1, k1, v1, m1, want.view(), nullptr);
+      reference::attend(p1, q1, k1, v1, m1, want.view());
       double worst = 0;
       for (std::int64_t i = 0; i < n; ++i)
         for (std::int64_t d = 0; d < D; ++d) {

@@ -71,6 +71,10 @@ awk -v d="$sp_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "sparge d
 spd=$("$bin" run --method sparge --workload llm --seq 1000 --heads 1 --dim 64 --sim-threshold 2 --json) || bad "θ=2"
 [[ $spd == *'"density":1.0'* ]] && ok || bad "sparge theta=2 must be dense: $spd"
 
+pv=$("$bin" run --method sparge --workload llm --seq 3000 --heads 2 --kv-heads 1 --dim 64 --pv-threshold 4 --json) \
+  || bad "pv run"
+[[ $pv == *'"pv_skipped":'* && $pv != *'"pv_skipped":0'* ]] && ok || bad "PV-skip at threshold 4 must skip tiles: $pv"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -131,6 +135,7 @@ expect_error "bad --theta" run --method anchor --seq 64 --dim 32 --theta nan
 expect_error "bad --group" run --method bfla --seq 64 --dim 32 --group 48
 expect_error "bad --rescue-grid" run --method bfla --seq 64 --dim 32 --rescue-grid fine
 expect_error "bad --topk" run --method sparge --seq 64 --dim 32 --topk 2
+expect_error "bad --pv-threshold" run --seq 64 --dim 32 --pv-threshold -2
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98)");
   run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row instead");
   run->add_flag("--sink", options.method_options.sink, "sparge: always keep key block 0");
+  run->add_option("--pv-threshold", options.pv_threshold,
+                  "PV-skip in the attend pass: skip a key tile whose max is this far (base 2) below the running max");
+  run->add_option("--pv-vote-rows", options.pv_vote_rows, "PV-skip vote group: 16 (warp) or 0 (whole row block)");
   run->add_flag("--json", json, "print one JSON object instead of the table");
   run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");

@@ -43,14 +43,18 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
 
   AttendOptions attend_options;
   attend_options.backend = options.backend;
+  AttendOptions sparse_options = attend_options;
+  sparse_options.pv_threshold = options.pv_threshold;
+  sparse_options.pv_vote_rows = options.pv_vote_rows;
   HostTensor o = output_like(w), dense = output_like(w);
   o.poison();
   dense.poison();
   start = Clock::now();
-  const AttendStats run_stats = attend(p, q, k, v, mask, o.view(), attend_options);
+  const AttendStats run_stats = attend(p, q, k, v, mask, o.view(), sparse_options);
   r.attend_ms = ms_since(start);
   r.backend = run_stats.backend;
   r.empty_rows = run_stats.empty_rows;
+  r.pv_skipped = run_stats.pv_skipped;
   start = Clock::now();
   attend_dense(p, q, k, v, dense.view(), attend_options);
   r.dense_ms = ms_since(start);
@@ -87,7 +91,8 @@ std::string to_json(const RunResult& r) {
   const nlohmann::json j = {{"method", r.method},       {"backend", r.backend},       {"workload", r.workload},
                             {"shape", r.shape},         {"density", r.density},       {"estimate_ms", r.estimate_ms},
                             {"attend_ms", r.attend_ms}, {"dense_ms", r.dense_ms},     {"speedup", r.speedup},
-                            {"rel_l1", r.rel_l1},       {"max_abs", r.max_abs},       {"empty_rows", r.empty_rows}};
+                            {"rel_l1", r.rel_l1},       {"max_abs", r.max_abs},       {"empty_rows", r.empty_rows},
+                            {"pv_skipped", r.pv_skipped}};
   return j.dump();
 }
 

@@ -25,28 +25,36 @@ struct RowBlock {
   std::int64_t b, hq, tile, row_begin, row_end;
 };
 
-/// Keys a row block visits, ascending: the kept tiles' keys below `limit`.
+/// Keys a row block visits, ascending: the kept tiles' keys below `limit`; tile_ends[t] is the end (in keys)
+/// of the t-th tile that holds any of them.
 void collect_keys(const TileMask& mask, std::int64_t mh, const RowBlock& blk, std::int64_t limit,
-                  std::vector<std::int64_t>& keys) {
+                  std::vector<std::int64_t>& keys, std::vector<std::int64_t>& tile_ends) {
   keys.clear();
+  tile_ends.clear();
   const std::int64_t tk = mask.shape.tile_k;
   for (std::int32_t tile : mask.row(blk.b, mh, blk.tile)) {
     const std::int64_t lo = std::int64_t{tile} * tk;
     const std::int64_t hi = std::min(lo + tk, limit);
     for (std::int64_t j = lo; j < hi; ++j) keys.push_back(j);
+    if (hi > lo) tile_ends.push_back(static_cast<std::int64_t>(keys.size()));
   }
 }
 
 struct Scratch {
   RowMatrix q, k, v, s, acc;
   std::vector<SoftmaxState> state;
-  std::vector<std::int64_t> keys;
+  std::vector<std::int64_t> keys, tile_ends, chunk_ends;
   std::vector<float> out;
+  std::vector<std::uint8_t> skip_row;
 };
 
-std::int64_t run_block(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TileMask& mask, const TensorView& o, float* lse, const RowBlock& blk,
-                       Scratch& w) {
+struct BlockResult {
+  std::int64_t empty_rows = 0, pv_skipped = 0;
+};
+
+BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TileMask& mask, const TensorView& o, const AttendOptions& opt, const RowBlock& blk,
+                      Scratch& w) {
   const std::int64_t d = p.head_dim, dv = p.dim_v();
   const std::int64_t rows = blk.row_end - blk.row_begin;
   const std::int64_t hkv = p.kv_head_of(blk.hq);
@@ -63,11 +71,21 @@ std::int64_t run_block(const Problem& p, const TensorView& q, const TensorView& 
 
   // Keys beyond the last row's diagonal (causal) or the sequence are never visited.
   const std::int64_t limit = p.causal ? std::min(blk.row_end - 1 + offset + 1, nkv) : nkv;
-  collect_keys(mask, mh, blk, limit, w.keys);
+  collect_keys(mask, mh, blk, limit, w.keys, w.tile_ends);
   const auto total = static_cast<std::int64_t>(w.keys.size());
+  // Chunks: 256 keys, or one key tile each when PV-skip decides per tile.
+  const bool pv_skip = opt.pv_threshold < INFINITY;
+  w.chunk_ends.clear();
+  if (pv_skip) w.chunk_ends = w.tile_ends;
+  else
+    for (std::int64_t c0 = 0; c0 < total; c0 += kKeyChunk) w.chunk_ends.push_back(std::min(c0 + kKeyChunk, total));
+  const std::int64_t vote = opt.pv_vote_rows > 0 ? opt.pv_vote_rows : rows;
+  const auto chunks = static_cast<std::int64_t>(w.chunk_ends.size());
+  BlockResult result;
 
-  for (std::int64_t c0 = 0; c0 < total; c0 += kKeyChunk) {
-    const std::int64_t n = std::min(kKeyChunk, total - c0);
+  for (std::int64_t ci = 0; ci < chunks; ++ci) {
+    const std::int64_t c0 = ci == 0 ? 0 : w.chunk_ends[static_cast<std::size_t>(ci - 1)];
+    const std::int64_t n = w.chunk_ends[static_cast<std::size_t>(ci)] - c0;
     w.k.resize(n, d);
     w.v.resize(n, dv);
     for (std::int64_t c = 0; c < n; ++c) {
@@ -85,29 +103,52 @@ std::int64_t run_block(const Problem& p, const TensorView& q, const TensorView& 
       if (p.causal && last_key >= visible)
         for (std::int64_t c = 0; c < n; ++c)
           if (w.keys[static_cast<std::size_t>(c0 + c)] >= visible) x[c] = -INFINITY;
+    }
+    w.skip_row.assign(static_cast<std::size_t>(rows), 0);
+    if (pv_skip && ci < chunks - opt.pv_exempt_last) {
+      // A group skips the tile when no row's tile max comes within pv_threshold of its running max.
+      for (std::int64_t g0 = 0; g0 < rows; g0 += vote) {
+        bool skip = true;
+        for (std::int64_t r = g0; r < std::min(g0 + vote, rows) && skip; ++r) {
+          const float* x = w.s.row(r).data();
+          float tile_max = -INFINITY;
+          for (std::int64_t c = 0; c < n; ++c) tile_max = x[c] > tile_max ? x[c] : tile_max;
+          const float diff = tile_max - w.state[static_cast<std::size_t>(r)].m;  // NaN or +inf: compute
+          skip = diff < -opt.pv_threshold;
+        }
+        if (!skip) continue;
+        ++result.pv_skipped;
+        for (std::int64_t r = g0; r < std::min(g0 + vote, rows); ++r) w.skip_row[static_cast<std::size_t>(r)] = 1;
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* x = w.s.row(r).data();
+      if (w.skip_row[static_cast<std::size_t>(r)]) {  // skipped: state untouched, no weight in P·V
+        std::fill(x, x + n, 0.0f);
+        continue;
+      }
       const float alpha = OnlineSoftmax::update(w.state[static_cast<std::size_t>(r)], x, static_cast<int>(n), x);
       if (alpha != 1.0f) w.acc.row(r) *= alpha;
     }
     w.acc.noalias() += w.s * w.v;
   }
 
-  std::int64_t empty = 0;
   w.out.resize(static_cast<std::size_t>(dv));
   for (std::int64_t r = 0; r < rows; ++r) {
     const SoftmaxState& st = w.state[static_cast<std::size_t>(r)];
     const float lse2 = OnlineSoftmax::finalize(st, w.acc.row(r).data(), static_cast<int>(dv), w.out.data());
-    if (st.l == 0.0f) ++empty;
+    if (st.l == 0.0f) ++result.empty_rows;
     const std::int64_t n = blk.row_begin + r;
     store_row(o, row_offset(o, p, true, blk.b, blk.hq, n), dv, w.out.data());
-    if (lse != nullptr) lse[(blk.b * p.heads_q + blk.hq) * p.seqlen_q + n] = lse2 * kLn2;
+    if (opt.lse != nullptr) opt.lse[(blk.b * p.heads_q + blk.hq) * p.seqlen_q + n] = lse2 * kLn2;
   }
-  return empty;
+  return result;
 }
 
 }  // namespace
 
 AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                   const TileMask& mask, const TensorView& o, float* lse) {
+                   const TileMask& mask, const TensorView& o, const AttendOptions& options) {
   std::vector<RowBlock> blocks;
   const std::int64_t tq = mask.shape.tile_q;
   std::int64_t visited = 0;
@@ -121,18 +162,23 @@ AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, c
           blocks.push_back({b, h, t, r0, std::min(r0 + kRowBlock, end)});
       }
   }
-  std::atomic<std::int64_t> empty{0};
+  std::atomic<std::int64_t> empty{0}, skipped{0};
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, blocks.size(), 1),
                     [&](const tbb::blocked_range<std::size_t>& range) {
                       Scratch scratch;
-                      std::int64_t local = 0;
-                      for (std::size_t i = range.begin(); i != range.end(); ++i)
-                        local += run_block(p, q, k, v, mask, o, lse, blocks[i], scratch);
-                      empty += local;
+                      BlockResult local;
+                      for (std::size_t i = range.begin(); i != range.end(); ++i) {
+                        const BlockResult r = run_block(p, q, k, v, mask, o, options, blocks[i], scratch);
+                        local.empty_rows += r.empty_rows;
+                        local.pv_skipped += r.pv_skipped;
+                      }
+                      empty += local.empty_rows;
+                      skipped += local.pv_skipped;
                     });
   AttendStats stats;
   stats.backend = "reference";
   stats.empty_rows = empty.load();
+  stats.pv_skipped = skipped.load();
   stats.visited_tiles = visited;
   return stats;
 }

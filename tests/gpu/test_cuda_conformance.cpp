@@ -64,7 +64,11 @@ void check_gpu_case(const GpuCase& c) {
 
   HostTensor want(c.out, c.batch, c.hq, c.nq, c.d, c.layout), got(c.out, c.batch, c.hq, c.nq, c.d, c.layout);
   std::vector<float> lse_want(static_cast<std::size_t>(c.batch * c.hq * c.nq));
-  const AttendStats ref = reference::attend(p, q.view(), k.view(), v.view(), mask, want.view(), lse_want.data());
+  const AttendStats ref = reference::attend(p, q.view(), k.view(), v.view(), mask, want.view(), [&] {
+    AttendOptions opt;
+    opt.lse = lse_want.data();
+    return opt;
+  }());
 
   DeviceTensor dq(q.size_bytes()), dk(k.size_bytes()), dv(v.size_bytes()), dout(got.size_bytes()),
       dlse(lse_want.size() * sizeof(float));

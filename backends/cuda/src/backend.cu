@@ -37,8 +37,10 @@ bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std:
 
 std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, const TensorView& q,
                                                             const TensorView& k, const TensorView& v,
-                                                            const TileMask& mask, const TensorView& o) const {
+                                                            const TileMask& mask, const TensorView& o,
+                                                            const AttendOptions& options) const {
   std::vector<std::string> why;
+  if (options.pv_threshold < INFINITY) why.push_back("PV-skip (pv_threshold) is not implemented in the CUDA kernel");
   for (const TensorView* t : {&q, &k, &v, &o})
     if (t->memory != Memory::cuda) {
       why.push_back("tensors must be in CUDA memory");

@@ -3,6 +3,7 @@
 // dispatcher (spattn.hpp) picks the first that covers a call, or reports every backend's reasons.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,12 +19,23 @@ struct AttendOptions {
   /// Optional [B, Hq, Nq] fp32 output: each row's natural-log log-sum-exp (-inf for a row with no key).
   /// Variable-length batches: row n of sequence b is at (b·Hq + h)·seqlen_q + n.
   float* lse = nullptr;
+  /// SpargeAttn's PV-skip (Stage 2, research/spargeattn.md §5), off at +inf. Key tiles are visited in
+  /// ascending order; after QKᵀ of a tile, the rows of a vote group skip the tile — no max update, no
+  /// weights in the denominator, no P·V — when for every row (tile max − running max) < −pv_threshold
+  /// (base-2 units, the code's pvthreshd; λ = −pv_threshold·ln 2 in the paper's natural units).
+  float pv_threshold = INFINITY;
+  /// Rows per vote: 16 = one warp (the paper), 0 = the executor's whole row block of the query tile,
+  /// min(tile_q, 128) rows (the code's CTA-wide vote).
+  int pv_vote_rows = 0;
+  /// The last tiles of every row are never skipped (the code: 2 on sm80/sm89, 1 on sm90).
+  int pv_exempt_last = 1;
 };
 
 struct AttendStats {
   std::string backend;           ///< which backend ran
   std::int64_t empty_rows = 0;   ///< query rows that attended to no key (output zeros)
   std::int64_t visited_tiles = 0;  ///< (query-tile row, key tile) pairs processed, summed over query heads
+  std::int64_t pv_skipped = 0;  ///< (vote group, key tile) pairs skipped by PV-skip, summed over query heads
 };
 
 class Backend {
@@ -33,7 +45,8 @@ class Backend {
   /// Empty when this backend computes the call; otherwise one sentence per missing capability.
   virtual std::vector<std::string> not_supported_reasons(const Problem& problem, const TensorView& q,
                                                          const TensorView& k, const TensorView& v,
-                                                         const TileMask& mask, const TensorView& o) const = 0;
+                                                         const TileMask& mask, const TensorView& o,
+                                                         const AttendOptions& options) const = 0;
   virtual AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k,
                              const TensorView& v, const TileMask& mask, const TensorView& o,
                              const AttendOptions& options) const = 0;

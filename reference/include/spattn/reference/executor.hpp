@@ -6,8 +6,9 @@
 // whatever the input dtype; a row with no key outputs zeros.
 //
 // Determinism: work is split into row blocks (at most 128 rows of one query tile of one head) that share
-// nothing; each block visits its keys in ascending order in chunks of at most 256 keys, so the bits of
-// the output do not depend on the number of threads or on scheduling.
+// nothing; each block visits its keys in ascending order in chunks of at most 256 keys (one key tile per
+// chunk when PV-skip is on), so the bits of the output do not depend on the number of threads or on
+// scheduling.
 #pragma once
 
 #include "spattn/backend.hpp"
@@ -16,22 +17,22 @@ namespace spattn::reference {
 
 /// Runs the executor. Inputs must already be validated (spattn::attend does it).
 AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
-                   const TileMask& mask, const TensorView& o, float* lse);
+                   const TileMask& mask, const TensorView& o, const AttendOptions& options = {});
 
 /// The reference as a dispatchable backend (covers every valid call on host memory).
 class ReferenceBackend final : public Backend {
  public:
   std::string_view name() const override { return "reference"; }
   std::vector<std::string> not_supported_reasons(const Problem&, const TensorView& q, const TensorView& k,
-                                                 const TensorView& v, const TileMask&,
-                                                 const TensorView& o) const override {
+                                                 const TensorView& v, const TileMask&, const TensorView& o,
+                                                 const AttendOptions&) const override {
     for (const TensorView* t : {&q, &k, &v, &o})
       if (t->memory != Memory::host) return {"tensors must be in host memory"};
     return {};
   }
   AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TileMask& mask, const TensorView& o, const AttendOptions& options) const override {
-    return reference::attend(problem, q, k, v, mask, o, options.lse);
+    return reference::attend(problem, q, k, v, mask, o, options);
   }
 };
 

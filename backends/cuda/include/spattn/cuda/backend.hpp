@@ -43,8 +43,8 @@ class CudaBackend final : public Backend {
  public:
   std::string_view name() const override { return "cuda"; }
   std::vector<std::string> not_supported_reasons(const Problem& problem, const TensorView& q, const TensorView& k,
-                                                 const TensorView& v, const TileMask& mask,
-                                                 const TensorView& o) const override;
+                                                 const TensorView& v, const TileMask& mask, const TensorView& o,
+                                                 const AttendOptions& options) const override;
   AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TileMask& mask, const TensorView& o, const AttendOptions& options) const override;
 };
