@@ -32,6 +32,8 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
   require(options.pv_vote_rows >= 0 && options.pv_vote_rows <= 128, "pv_vote_rows: must be in [0, 128], got ",
           options.pv_vote_rows);
   require(options.pv_exempt_last >= 0, "pv_exempt_last: must be >= 0, got ", options.pv_exempt_last);
+  require(options.quant_block_q >= 1 && options.quant_block_k >= 1, "quant_block_q/k: must be >= 1, got ",
+          options.quant_block_q, " and ", options.quant_block_k);
   std::ostringstream why;
   for (const auto& backend : backends()) {
     if (options.backend != "auto" && options.backend != backend->name()) continue;

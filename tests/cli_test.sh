@@ -75,6 +75,10 @@ pv=$("$bin" run --method sparge --workload llm --seq 3000 --heads 2 --kv-heads 1
   || bad "pv run"
 [[ $pv == *'"pv_skipped":'* && $pv != *'"pv_skipped":0'* ]] && ok || bad "PV-skip at threshold 4 must skip tiles: $pv"
 
+i8=$("$bin" run --method sparge --workload llm --seq 2000 --heads 2 --kv-heads 1 --dim 64 --int8 --json) || bad "int8"
+i8_rel=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$i8")
+awk -v r="$i8_rel" 'BEGIN { exit !(r > 0 && r < 0.5) }' && ok || bad "int8 rel_l1 $i8_rel"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"

@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
   run->add_option("--pv-threshold", options.pv_threshold,
                   "PV-skip in the attend pass: skip a key tile whose max is this far (base 2) below the running max");
   run->add_option("--pv-vote-rows", options.pv_vote_rows, "PV-skip vote group: 16 (warp) or 0 (whole row block)");
+  run->add_flag("--int8", options.qk_int8, "attend with int8 QKᵀ (smoothed K, per-block scales) and P in the input dtype");
   run->add_flag("--json", json, "print one JSON object instead of the table");
   run->add_option("--out", options.out, "write the output [B,Hq,Nq,Dv] as float32 .npy");
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");

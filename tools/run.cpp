@@ -46,6 +46,7 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   AttendOptions sparse_options = attend_options;
   sparse_options.pv_threshold = options.pv_threshold;
   sparse_options.pv_vote_rows = options.pv_vote_rows;
+  sparse_options.qk_int8 = options.qk_int8;
   HostTensor o = output_like(w), dense = output_like(w);
   o.poison();
   dense.poison();

@@ -17,6 +17,7 @@ struct RunOptions {
   MethodOptions method_options;
   float pv_threshold = INFINITY;  ///< SpargeAttn PV-skip in the attend pass (+inf = off)
   int pv_vote_rows = 0;
+  bool qk_int8 = false;  ///< SpargeAttn's quantized compute mode in the attend pass
   std::string out, mask_out, mask_png;
   std::int64_t png_head = 0;
 };

@@ -11,6 +11,7 @@
 
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
+#include "spattn/quant.hpp"
 #include "tensor_rows.hpp"
 
 namespace spattn::reference {
@@ -20,6 +21,65 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 
 constexpr std::int64_t kRowBlock = 128;   // query rows per task
 constexpr std::int64_t kKeyChunk = 256;  // keys per GEMM chunk
+
+/// Per-block int8 scales and the key means of the quantized mode, computed before the row blocks run.
+struct Quant {
+  std::vector<float> q_scale;  ///< [(b·Hq + h)·QB + block]
+  std::vector<float> k_scale;  ///< [(b·Hkv + h)·KB + block]
+  std::vector<float> k_mean;   ///< [(b·Hkv + h)·D + d], rounded to the input dtype
+  std::int64_t q_blocks = 0, k_blocks = 0;
+};
+
+float round_to_dtype(float x, DType dtype) {
+  return dtype == DType::f16 ? f16_bits_to_f32(f32_to_f16_bits(x))
+                             : dtype == DType::bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(x)) : x;
+}
+
+/// K' row: K − mean, rounded to the input dtype (the subtraction the authors' kernel does in that dtype).
+void smooth_key(float* row, const float* mean, std::int64_t d, DType dtype) {
+  for (std::int64_t e = 0; e < d; ++e) row[e] = round_to_dtype(row[e] - mean[e], dtype);
+}
+
+Quant make_quant(const Problem& p, const TensorView& q, const TensorView& k, const AttendOptions& opt) {
+  Quant qt;
+  const std::int64_t d = p.head_dim;
+  qt.q_blocks = (p.seqlen_q + opt.quant_block_q - 1) / opt.quant_block_q;
+  qt.k_blocks = (p.seqlen_kv + opt.quant_block_k - 1) / opt.quant_block_k;
+  qt.q_scale.assign(static_cast<std::size_t>(p.batch * p.heads_q * qt.q_blocks), 0.0f);
+  qt.k_scale.assign(static_cast<std::size_t>(p.batch * p.heads_kv * qt.k_blocks), 0.0f);
+  qt.k_mean.assign(static_cast<std::size_t>(p.batch * p.heads_kv * d), 0.0f);
+  std::vector<float> row(static_cast<std::size_t>(d));
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    for (std::int64_t h = 0; h < p.heads_kv; ++h) {
+      float* mean = qt.k_mean.data() + (b * p.heads_kv + h) * d;
+      const std::int64_t n = p.seqlen_kv_of(b);
+      for (std::int64_t j = 0; j < n; ++j) {
+        load_row(k, row_offset(k, p, false, b, h, j), d, row.data());
+        for (std::int64_t e = 0; e < d; ++e) mean[e] += row[static_cast<std::size_t>(e)];
+      }
+      for (std::int64_t e = 0; e < d; ++e) mean[e] = round_to_dtype(mean[e] / static_cast<float>(n), p.dtype);
+      for (std::int64_t j = 0; j < n; ++j) {
+        load_row(k, row_offset(k, p, false, b, h, j), d, row.data());
+        smooth_key(row.data(), mean, d, p.dtype);
+        float& amax = qt.k_scale[static_cast<std::size_t>((b * p.heads_kv + h) * qt.k_blocks + j / opt.quant_block_k)];
+        for (float x : row) amax = std::max(amax, std::fabs(x));
+      }
+    }
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
+        load_row(q, row_offset(q, p, true, b, h, i), d, row.data());
+        float& amax = qt.q_scale[static_cast<std::size_t>((b * p.heads_q + h) * qt.q_blocks + i / opt.quant_block_q)];
+        for (float x : row) amax = std::max(amax, std::fabs(x));
+      }
+  }
+  for (float& s : qt.q_scale) s = int8_block_scale(s);
+  for (float& s : qt.k_scale) s = int8_block_scale(s);
+  return qt;
+}
+
+void quantize_row(float* row, std::int64_t d, float scale) {
+  for (std::int64_t e = 0; e < d; ++e) row[e] = static_cast<float>(int8_code(row[e], scale));
+}
 
 struct RowBlock {
   std::int64_t b, hq, tile, row_begin, row_end;
@@ -46,6 +106,7 @@ struct Scratch {
   std::vector<std::int64_t> keys, tile_ends, chunk_ends;
   std::vector<float> out;
   std::vector<std::uint8_t> skip_row;
+  std::vector<float> dq, dk;  ///< int8 mode: per-row and per-key dequantization scales
 };
 
 struct BlockResult {
@@ -53,8 +114,8 @@ struct BlockResult {
 };
 
 BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                      const TileMask& mask, const TensorView& o, const AttendOptions& opt, const RowBlock& blk,
-                      Scratch& w) {
+                      const TileMask& mask, const TensorView& o, const AttendOptions& opt, const Quant* quant,
+                      const RowBlock& blk, Scratch& w) {
   const std::int64_t d = p.head_dim, dv = p.dim_v();
   const std::int64_t rows = blk.row_end - blk.row_begin;
   const std::int64_t hkv = p.kv_head_of(blk.hq);
@@ -64,8 +125,16 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
   const float sl = scale_log2(p.softmax_scale());
 
   w.q.resize(rows, d);
-  for (std::int64_t r = 0; r < rows; ++r)
+  w.dq.resize(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
     load_row(q, row_offset(q, p, true, blk.b, blk.hq, blk.row_begin + r), d, w.q.row(r).data());
+    if (quant != nullptr) {
+      const float scale = quant->q_scale[static_cast<std::size_t>((blk.b * p.heads_q + blk.hq) * quant->q_blocks +
+                                                                  (blk.row_begin + r) / opt.quant_block_q)];
+      quantize_row(w.q.row(r).data(), d, scale);
+      w.dq[static_cast<std::size_t>(r)] = scale;
+    }
+  }
   w.acc.setZero(rows, dv);
   w.state.assign(static_cast<std::size_t>(rows), SoftmaxState{});
 
@@ -88,17 +157,30 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
     const std::int64_t n = w.chunk_ends[static_cast<std::size_t>(ci)] - c0;
     w.k.resize(n, d);
     w.v.resize(n, dv);
+    w.dk.resize(static_cast<std::size_t>(n));
     for (std::int64_t c = 0; c < n; ++c) {
       const std::int64_t j = w.keys[static_cast<std::size_t>(c0 + c)];
       load_row(k, row_offset(k, p, false, blk.b, hkv, j), d, w.k.row(c).data());
       load_row(v, row_offset(v, p, false, blk.b, hkv, j), dv, w.v.row(c).data());
+      if (quant != nullptr) {
+        smooth_key(w.k.row(c).data(), quant->k_mean.data() + (blk.b * p.heads_kv + hkv) * d, d, p.dtype);
+        const float scale = quant->k_scale[static_cast<std::size_t>((blk.b * p.heads_kv + hkv) * quant->k_blocks +
+                                                                    j / opt.quant_block_k)];
+        quantize_row(w.k.row(c).data(), d, scale);
+        w.dk[static_cast<std::size_t>(c)] = scale;
+      }
     }
     w.s.resize(rows, n);
-    w.s.noalias() = w.q * w.k.transpose();
+    w.s.noalias() = w.q * w.k.transpose();  // int8 mode: integer-valued, |sum| < 2^24, so exact
     const std::int64_t last_key = w.keys[static_cast<std::size_t>(c0 + n - 1)];
     for (std::int64_t r = 0; r < rows; ++r) {
       float* x = w.s.row(r).data();
-      for (std::int64_t c = 0; c < n; ++c) x[c] *= sl;
+      if (quant != nullptr) {
+        const float dq = w.dq[static_cast<std::size_t>(r)];
+        for (std::int64_t c = 0; c < n; ++c) x[c] *= sl * (dq * w.dk[static_cast<std::size_t>(c)]);
+      } else {
+        for (std::int64_t c = 0; c < n; ++c) x[c] *= sl;
+      }
       const std::int64_t visible = blk.row_begin + r + offset + 1;  // keys j < visible (causal)
       if (p.causal && last_key >= visible)
         for (std::int64_t c = 0; c < n; ++c)
@@ -129,6 +211,8 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
       }
       const float alpha = OnlineSoftmax::update(w.state[static_cast<std::size_t>(r)], x, static_cast<int>(n), x);
       if (alpha != 1.0f) w.acc.row(r) *= alpha;
+      if (quant != nullptr)  // P·V over P in the input dtype; the denominator kept the fp32 weights
+        for (std::int64_t c = 0; c < n; ++c) x[c] = round_to_dtype(x[c], p.dtype);
     }
     w.acc.noalias() += w.s * w.v;
   }
@@ -163,12 +247,14 @@ AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, c
       }
   }
   std::atomic<std::int64_t> empty{0}, skipped{0};
+  const Quant quant = options.qk_int8 ? make_quant(p, q, k, options) : Quant{};
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, blocks.size(), 1),
                     [&](const tbb::blocked_range<std::size_t>& range) {
                       Scratch scratch;
                       BlockResult local;
                       for (std::size_t i = range.begin(); i != range.end(); ++i) {
-                        const BlockResult r = run_block(p, q, k, v, mask, o, options, blocks[i], scratch);
+                        const BlockResult r = run_block(p, q, k, v, mask, o, options,
+                                                          options.qk_int8 ? &quant : nullptr, blocks[i], scratch);
                         local.empty_rows += r.empty_rows;
                         local.pv_skipped += r.pv_skipped;
                       }

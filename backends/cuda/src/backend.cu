@@ -41,6 +41,7 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
                                                             const AttendOptions& options) const {
   std::vector<std::string> why;
   if (options.pv_threshold < INFINITY) why.push_back("PV-skip (pv_threshold) is not implemented in the CUDA kernel");
+  if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
   for (const TensorView* t : {&q, &k, &v, &o})
     if (t->memory != Memory::cuda) {
       why.push_back("tensors must be in CUDA memory");

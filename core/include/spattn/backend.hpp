@@ -29,6 +29,13 @@ struct AttendOptions {
   int pv_vote_rows = 0;
   /// The last tiles of every row are never skipped (the code: 2 on sm80/sm89, 1 on sm90).
   int pv_exempt_last = 1;
+  /// SpargeAttn's quantized compute mode (SageAttention-style, research/spargeattn.md §2): K is smoothed
+  /// (K − its mean over the sequence, rounded to the input dtype), Q and K' are quantized to int8 per block
+  /// of quant_block_q rows / quant_block_k keys (spattn/quant.hpp), QKᵀ is the exact integer product
+  /// dequantized as acc · (scale_log2 · (δ_q · δ_k)), and P is rounded to the input dtype before P·V
+  /// (fp32 accumulation; the softmax denominator uses the unrounded P).
+  bool qk_int8 = false;
+  int quant_block_q = 128, quant_block_k = 64;
 };
 
 struct AttendStats {
