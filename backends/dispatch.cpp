@@ -29,6 +29,12 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
   mask.validate_for(problem);
   require(!(options.pv_threshold < 0.0f) && options.pv_threshold == options.pv_threshold,
           "pv_threshold: must be > 0 (+inf = off), got ", options.pv_threshold);
+  require(options.pv_threshold_per_head.empty() ||
+              static_cast<std::int64_t>(options.pv_threshold_per_head.size()) == problem.heads_q,
+          "pv_threshold_per_head: give one threshold per query head (", problem.heads_q, "), got ",
+          options.pv_threshold_per_head.size());
+  for (float t : options.pv_threshold_per_head)
+    require(t == t && !(t < 0.0f), "pv_threshold_per_head: thresholds must be > 0 (+inf = off), got ", t);
   require(options.pv_vote_rows >= 0 && options.pv_vote_rows <= 128, "pv_vote_rows: must be in [0, 128], got ",
           options.pv_vote_rows);
   require(options.pv_exempt_last >= 0, "pv_exempt_last: must be >= 0, got ", options.pv_exempt_last);

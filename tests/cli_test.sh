@@ -79,6 +79,16 @@ i8=$("$bin" run --method sparge --workload llm --seq 2000 --heads 2 --kv-heads 1
 i8_rel=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$i8")
 awk -v r="$i8_rel" 'BEGIN { exit !(r > 0 && r < 0.5) }' && ok || bad "int8 rel_l1 $i8_rel"
 
+# SpargeAttn tuner: writes per-head parameters that `run --params` uses.
+"$bin" calibrate --method sparge --l1 0.08 --l2 0.09 --seq 1024 --heads 2 --kv-heads 1 --dim 64 --samples 1 \
+  --theta-steps 2 --out "$tmp/sp.json" > "$tmp/cal.txt" 2> "$tmp/cal.err" || bad "calibrate"
+grep -q '"heads"' "$tmp/sp.json" && grep -q "wrote" "$tmp/cal.txt" && grep -q "100%" "$tmp/cal.err" && ok \
+  || bad "calibrate output: $(cat "$tmp/cal.txt")"
+tuned=$("$bin" run --method sparge --params "$tmp/sp.json" --workload llm --seq 1024 --heads 2 --kv-heads 1 --dim 64 \
+          --json) || bad "run --params"
+tuned_rel=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$tuned")
+awk -v r="$tuned_rel" 'BEGIN { exit !(r >= 0 && r < 0.09) }' && ok || bad "tuned rel_l1 $tuned_rel"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -140,6 +150,8 @@ expect_error "bad --group" run --method bfla --seq 64 --dim 32 --group 48
 expect_error "bad --rescue-grid" run --method bfla --seq 64 --dim 32 --rescue-grid fine
 expect_error "bad --topk" run --method sparge --seq 64 --dim 32 --topk 2
 expect_error "bad --pv-threshold" run --seq 64 --dim 32 --pv-threshold -2
+expect_error "params with other heads" run --method sparge --params "$tmp/sp.json" --seq 1024 --heads 4 --dim 64
+expect_error "calibrate bad bounds" calibrate --l1 0.1 --l2 0.05 --seq 256 --dim 32 --heads 1
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

@@ -11,6 +11,9 @@
 #include "run.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/methods/sparge.hpp"
+#include "spattn/reference/sparge_tuner.hpp"
+#include "spattn/workload.hpp"
 
 namespace {
 
@@ -85,6 +88,8 @@ int main(int argc, char** argv) {
   run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98)");
   run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row instead");
   run->add_flag("--sink", options.method_options.sink, "sparge: always keep key block 0");
+  run->add_option("--params", options.method_options.params, "sparge: per-head parameters from spattn calibrate")
+      ->check(CLI::ExistingFile);
   run->add_option("--pv-threshold", options.pv_threshold,
                   "PV-skip in the attend pass: skip a key tile whose max is this far (base 2) below the running max");
   run->add_option("--pv-vote-rows", options.pv_vote_rows, "PV-skip vote group: 16 (warp) or 0 (whole row block)");
@@ -94,6 +99,27 @@ int main(int argc, char** argv) {
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");
   run->add_option("--mask-png", options.mask_png, "draw the mask of one head (batch 0) as a PNG");
   run->add_option("--png-head", options.png_head, "mask head drawn by --mask-png");
+
+  auto* cal = app.add_subcommand("calibrate", "search per-head hyper-parameters on sample inputs (sparge)");
+  std::string cal_method = "sparge", cal_out = "sparge_params.json", cal_workload = "llm";
+  reference::SpargeTuneOptions tune;
+  WorkloadSpec cal_spec;
+  cal_spec.seqlen = 2048;
+  cal_spec.heads_q = 2;
+  cal_spec.heads_kv = 1;
+  int cal_samples = 2;
+  cal->add_option("--method", cal_method, "sparge");
+  cal->add_option("--l1", tune.l1, "error bound of the mask search (default 0.08)");
+  cal->add_option("--l2", tune.l2, "error bound with PV-skip (default 0.09)");
+  cal->add_option("--workload", cal_workload, "llm | video | random");
+  cal->add_option("--seq", cal_spec.seqlen, "sample length")->check(CLI::PositiveNumber);
+  cal->add_option("--heads", cal_spec.heads_q, "query heads")->check(CLI::PositiveNumber);
+  cal->add_option("--kv-heads", cal_spec.heads_kv, "key/value heads")->check(CLI::PositiveNumber);
+  cal->add_option("--dim", cal_spec.head_dim, "head dimension");
+  cal->add_option("--samples", cal_samples, "calibration inputs (seeds seed, seed+1, …)")->check(CLI::Range(1, 64));
+  cal->add_option("--seed", cal_spec.seed, "first seed");
+  cal->add_option("--theta-steps", tune.theta_steps, "θ grid size over [-1, 1) (default 16)");
+  cal->add_option("--out", cal_out, "parameters file (JSON)");
 
   auto* insp = app.add_subcommand("inspect", "print the shape and statistics of a TileMask .npz");
   std::string mask_path;
@@ -117,6 +143,33 @@ int main(int argc, char** argv) {
                                                     static_cast<std::size_t>(threads));
     if (app.got_subcommand("demo")) return cli::run_demo();
     if (app.got_subcommand("inspect")) return inspect(mask_path);
+    if (app.got_subcommand("calibrate")) {
+      require(cal_method == "sparge", "--method: calibrate supports sparge, got '", cal_method, "'");
+      cal_spec.kind = parse_workload_kind(cal_workload);
+      std::vector<Workload> samples;
+      for (int i = 0; i < cal_samples; ++i) {
+        WorkloadSpec s = cal_spec;
+        s.seed = cal_spec.seed + static_cast<std::uint64_t>(i);
+        samples.push_back(make_workload(s));
+      }
+      tune.progress = [](double fraction, const std::string& what) {
+        const int filled = static_cast<int>(fraction * 40.0);
+        std::fprintf(stderr, "\r[%-40s] %3d%% %s   ", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                     static_cast<int>(fraction * 100.0), what.c_str());
+        std::fflush(stderr);
+      };
+      const sparge::Params params = reference::sparge_calibrate(samples, tune);
+      std::fprintf(stderr, "\n");
+      params.save_json(cal_out);
+      std::printf("%-5s %-8s %-8s %-8s %-6s %-9s %-8s\n", "head", "theta", "tau", "pv", "dense", "sparsity", "rel_l1");
+      for (std::size_t h = 0; h < params.heads.size(); ++h) {
+        const auto& hp = params.heads[h];
+        std::printf("%-5zu %-8.4f %-8.4f %-8.2f %-6s %-9.4f %-8.4f\n", h, double(hp.theta), double(hp.tau),
+                    double(hp.pv_threshold), hp.dense ? "yes" : "no", hp.sparsity, hp.rel_l1);
+      }
+      std::printf("wrote %s\n", cal_out.c_str());
+      return 0;
+    }
 
     cli::find_method(options.method);  // fail fast on an unknown method, before generating inputs
     if (!tile.empty()) {

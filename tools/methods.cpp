@@ -56,6 +56,14 @@ TileMask bfla_method(const MethodInputs& in) {
 }
 
 TileMask sparge_method(const MethodInputs& in) {
+  if (!in.options.params.empty()) {
+    const sparge::Params params = sparge::Params::load_json(in.options.params);
+    require(static_cast<std::int64_t>(params.heads.size()) == in.problem.heads_q, "--params: '", in.options.params,
+            "' has ", params.heads.size(), " heads, the input has ", in.problem.heads_q);
+    sparge::Config cfg = params.config();
+    cfg.attention_sink = in.options.sink;
+    return reference::sparge_estimate(in.problem, in.q, in.k, cfg).mask;
+  }
   sparge::Config cfg;
   cfg.block_q = or_default(in.options.tile_q, 128);
   cfg.block_k = or_default(in.options.tile_k, 64);

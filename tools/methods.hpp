@@ -29,6 +29,7 @@ struct MethodOptions {
   float cdf_threshold = 0.98f;           ///< sparge: τ
   float topk = 0.0f;                     ///< sparge: ρ (> 0 selects top-k)
   bool sink = false;                     ///< sparge: keep key block 0
+  std::string params;                    ///< sparge: tuned per-head parameters (JSON from spattn calibrate)
 };
 
 struct MethodInputs {

@@ -8,6 +8,7 @@
 #include "mask_png.hpp"
 #include "methods.hpp"
 #include "spattn/error.hpp"
+#include "spattn/methods/sparge.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
 
@@ -47,6 +48,8 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   sparse_options.pv_threshold = options.pv_threshold;
   sparse_options.pv_vote_rows = options.pv_vote_rows;
   sparse_options.qk_int8 = options.qk_int8;
+  if (method.name == "sparge" && !options.method_options.params.empty())  // tuned per-head PV thresholds
+    sparse_options.pv_threshold_per_head = sparge::Params::load_json(options.method_options.params).pv_thresholds();
   HostTensor o = output_like(w), dense = output_like(w);
   o.poison();
   dense.poison();

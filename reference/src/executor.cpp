@@ -143,7 +143,9 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
   collect_keys(mask, mh, blk, limit, w.keys, w.tile_ends);
   const auto total = static_cast<std::int64_t>(w.keys.size());
   // Chunks: 256 keys, or one key tile each when PV-skip decides per tile.
-  const bool pv_skip = opt.pv_threshold < INFINITY;
+  const float pv_threshold =
+      opt.pv_threshold_per_head.empty() ? opt.pv_threshold : opt.pv_threshold_per_head[static_cast<std::size_t>(blk.hq)];
+  const bool pv_skip = pv_threshold < INFINITY;
   w.chunk_ends.clear();
   if (pv_skip) w.chunk_ends = w.tile_ends;
   else
@@ -196,7 +198,7 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
           float tile_max = -INFINITY;
           for (std::int64_t c = 0; c < n; ++c) tile_max = x[c] > tile_max ? x[c] : tile_max;
           const float diff = tile_max - w.state[static_cast<std::size_t>(r)].m;  // NaN or +inf: compute
-          skip = diff < -opt.pv_threshold;
+          skip = diff < -pv_threshold;
         }
         if (!skip) continue;
         ++result.pv_skipped;

@@ -40,7 +40,9 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
                                                             const TileMask& mask, const TensorView& o,
                                                             const AttendOptions& options) const {
   std::vector<std::string> why;
-  if (options.pv_threshold < INFINITY) why.push_back("PV-skip (pv_threshold) is not implemented in the CUDA kernel");
+  bool pv = options.pv_threshold < INFINITY;
+  for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
+  if (pv) why.push_back("PV-skip (pv_threshold) is not implemented in the CUDA kernel");
   if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
   for (const TensorView* t : {&q, &k, &v, &o})
     if (t->memory != Memory::cuda) {

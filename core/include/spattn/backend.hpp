@@ -24,6 +24,8 @@ struct AttendOptions {
   /// weights in the denominator, no P·V — when for every row (tile max − running max) < −pv_threshold
   /// (base-2 units, the code's pvthreshd; λ = −pv_threshold·ln 2 in the paper's natural units).
   float pv_threshold = INFINITY;
+  /// Per query head thresholds (SpargeAttn's tuned λ per head); overrides pv_threshold when not empty.
+  std::vector<float> pv_threshold_per_head;
   /// Rows per vote: 16 = one warp (the paper), 0 = the executor's whole row block of the query tile,
   /// min(tile_q, 128) rows (the code's CTA-wide vote).
   int pv_vote_rows = 0;

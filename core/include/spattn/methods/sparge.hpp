@@ -27,7 +27,9 @@
 //   unstable sort is not reproducible (spec §4.1).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace spattn::sparge {
@@ -53,6 +55,26 @@ struct Config {
   }
   /// Throws spattn::Error naming the bad field; heads_q sizes the per-head vectors.
   void validate(std::int64_t heads_q) const;
+};
+
+/// Tuned per-head hyper-parameters (the tuner's output; spattn calibrate writes them as JSON).
+struct HeadParams {
+  float theta = -1.0f, tau = 1.0f;
+  float pv_threshold = INFINITY;  ///< base 2 (the code's pvthreshd); +inf = no PV-skip
+  bool dense = false;
+  double sparsity = 0.0;  ///< 1 − executed / reachable tiles at these parameters on the calibration inputs
+  double rel_l1 = 0.0;    ///< worst relative L1 error over the calibration inputs
+};
+
+struct Params {
+  std::int32_t block_q = 128, block_k = 64;
+  float l1 = 0.08f, l2 = 0.09f;
+  std::vector<HeadParams> heads;
+
+  Config config() const;                    ///< per-head θ, τ and dense flags
+  std::vector<float> pv_thresholds() const;  ///< per-head PV-skip thresholds for AttendOptions
+  void save_json(const std::string& path) const;
+  static Params load_json(const std::string& path);  ///< throws spattn::Error naming the file and field
 };
 
 }  // namespace spattn::sparge
