@@ -120,3 +120,59 @@ TEST_CASE("bad SpargeAttn parameters are rejected") {
 
 }  // namespace
 }  // namespace spattn::test
+
+#include <cstring>
+
+#include "spattn/online_softmax.hpp"
+#include "spattn/spattn.hpp"
+
+namespace spattn::test {
+namespace {
+
+TEST_CASE("sparge limits give the dense output; no skipping at an infinite threshold; no empty causal row") {
+  const Workload w = llm(700, 2, 1, 500);
+  const auto dense_mask = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(2.0f, 0.1f)).mask;
+  HostTensor a(DType::f32, 1, 2, 500, 64), b = a, c = a;
+  attend(w.problem, w.q.view(), w.k.view(), w.v.view(), dense_mask, a.view());
+  attend(w.problem, w.q.view(), w.k.view(), w.v.view(), TileMask::dense(dense_mask.shape), b.view());
+  CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+  AttendOptions off;
+  off.pv_threshold = INFINITY;  // λ = −∞: nothing is skipped
+  const AttendStats st = attend(w.problem, w.q.view(), w.k.view(), w.v.view(), dense_mask, c.view(), off);
+  CHECK(st.pv_skipped == 0);
+  CHECK(std::memcmp(a.data(), c.data(), a.size_bytes()) == 0);
+  const auto sparse = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(-1.0f, 0.05f)).mask;
+  CHECK(sparse.stats().density < 0.6);
+  CHECK(attend(w.problem, w.q.view(), w.k.view(), w.v.view(), sparse, c.view()).empty_rows == 0);
+}
+
+TEST_CASE("int8 mode on a hand-computed example") {
+  // One query of ones; keys ±0.5 (mean 0, so smoothing changes nothing); D = 32.
+  // δ_q = 1/127 + 1e-7, δ_k = 0.5/127 + 1e-7, all codes ±127, integer products ±127·127·32 = ±516128.
+  Problem p;
+  p.seqlen_q = 1;
+  p.seqlen_kv = 2;
+  p.head_dim = 32;
+  HostTensor q(DType::f32, 1, 1, 1, 32), k(DType::f32, 1, 1, 2, 32), v(DType::f32, 1, 1, 2, 32);
+  for (int e = 0; e < 32; ++e) {
+    q.set(0, 0, 0, e, 1.0f);
+    k.set(0, 0, 0, e, 0.5f);
+    k.set(0, 0, 1, e, -0.5f);
+    v.set(0, 0, 0, e, 1.0f);
+    v.set(0, 0, 1, e, -1.0f);
+  }
+  AttendOptions opt;
+  opt.qk_int8 = true;
+  float lse = 0;
+  opt.lse = &lse;
+  HostTensor o(DType::f32, 1, 1, 1, 32);
+  attend_dense(p, q.view(), k.view(), v.view(), o.view(), opt);
+  const double dq = 1.0f / 127.0f + 1e-7f, dk = 0.5f / 127.0f + 1e-7f;
+  const double s = 516128.0 * dq * dk / std::sqrt(32.0);  // natural-log logit of key 0 (key 1: −s)
+  const double p0 = 1.0 / (1.0 + std::exp(-2.0 * s));
+  CHECK(o.get(0, 0, 0, 0) == doctest::Approx(2.0 * p0 - 1.0).epsilon(1e-3));  // P rounded to fp32: exact-ish
+  CHECK(lse == doctest::Approx(s + std::log1p(std::exp(-2.0 * s))).epsilon(1e-5));
+}
+
+}  // namespace
+}  // namespace spattn::test
