@@ -1,0 +1,79 @@
+#include "spattn/methods/sale.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "spattn/error.hpp"
+
+namespace spattn::sale {
+
+void Config::validate(std::int64_t heads_q) const {
+  require(bits == 4 || bits == 8, "sale bits: must be 4 or 8, got ", bits);
+  require(local_window >= 0 && local_window % kBlockK == 0, "sale local_window: must be a multiple of 32 and >= 0, got ",
+          local_window);
+  require(tau.size() == 1 || static_cast<std::int64_t>(tau.size()) == heads_q,
+          "sale tau: give one value or one per query head (", heads_q, "), got ", tau.size());
+  for (float t : tau) require(t == t && t >= 0.0f && t < 1.0f, "sale tau: must be in [0, 1), got ", t);
+}
+
+int quant_code(float x, float inv_scale, int range) {
+  const float r = std::nearbyint(x * inv_scale);  // default rounding mode: to nearest even
+  if (!(r == r)) return 0;
+  return r > static_cast<float>(range) ? range : r < static_cast<float>(-range) ? -range : static_cast<int>(r);
+}
+
+std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes) {
+  require(codes.size() % 2 == 0, "pack_int4: an even number of codes is needed, got ", codes.size());
+  std::vector<std::uint8_t> out(codes.size() / 2);
+  for (std::size_t c = 0; c < out.size(); ++c)
+    out[c] = static_cast<std::uint8_t>((codes[2 * c] & 0x0f) | ((codes[2 * c + 1] & 0x0f) << 4));
+  return out;
+}
+
+std::vector<std::int8_t> unpack_int4(const std::vector<std::uint8_t>& bytes) {
+  std::vector<std::int8_t> out(bytes.size() * 2);
+  auto sext = [](int nibble) { return static_cast<std::int8_t>(nibble >= 8 ? nibble - 16 : nibble); };
+  for (std::size_t c = 0; c < bytes.size(); ++c) {
+    out[2 * c] = sext(bytes[c] & 0x0f);
+    out[2 * c + 1] = sext(bytes[c] >> 4);
+  }
+  return out;
+}
+
+Config Params::config() const {
+  Config c;
+  c.bits = bits;
+  c.local_window = local_window;
+  c.tau = tau;
+  return c;
+}
+
+void Params::save_json(const std::string& path) const {
+  const nlohmann::json j = {{"method", "sale"}, {"bits", bits}, {"local_window", local_window}, {"theta", theta},
+                            {"tau", tau}};
+  std::ofstream out(path);
+  require(out.good(), "cannot open '", path, "' for writing");
+  out << j.dump(2) << "\n";
+}
+
+Params Params::load_json(const std::string& path) {
+  std::ifstream in(path);
+  require(in.good(), "cannot open '", path, "' for reading");
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    require(j.value("method", "") == "sale", "params '", path, "': not SALE parameters");
+    Params p;
+    p.bits = j.at("bits").get<int>();
+    p.local_window = j.at("local_window").get<std::int64_t>();
+    p.theta = j.value("theta", 0.4f);
+    p.tau = j.at("tau").get<std::vector<float>>();
+    require(!p.tau.empty(), "params '", path, "': no tau values");
+    p.config().validate(static_cast<std::int64_t>(p.tau.size()));
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    fail("params '", path, "': ", e.what());
+  }
+}
+
+}  // namespace spattn::sale

@@ -1,0 +1,165 @@
+// SALE: quantization codes/scales on hand-made groups, packing, the threshold identity, accumulator bounds,
+// τ = 0 dense, sink and local always kept, int8 closer than int4, odd lengths, determinism, bad parameters.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common.hpp"
+#include "spattn/error.hpp"
+#include "spattn/online_softmax.hpp"
+#include "spattn/reference/sale.hpp"
+#include "spattn/spattn.hpp"
+
+namespace spattn::test {
+namespace {
+
+TEST_CASE("SALE quantization: per-thread groups, RNE codes, zero-range groups") {
+  const std::int64_t d = 32;
+  std::vector<float> q(static_cast<std::size_t>(16 * d), 0.5f);
+  q[0] = 7.0f;              // row 0: amax 7, shared with row 8
+  q[8 * d] = 3.5f;          // row 8: code 3.5 → 4 (ties to even)
+  q[8 * d + 1] = 2.5f;      //        2.5 → 2
+  for (std::int64_t e = 0; e < d; ++e) q[static_cast<std::size_t>(3 * d + e)] = q[static_cast<std::size_t>(11 * d + e)] = 0.0f;
+  const auto qq = reference::sale_quantize_q(q, 16, d, 7);
+  CHECK(qq.scale[0] == 1.0f);
+  CHECK(qq.scale[8] == 1.0f);
+  CHECK(qq.codes[0] == 7);
+  CHECK(qq.codes[static_cast<std::size_t>(8 * d)] == 4);
+  CHECK(qq.codes[static_cast<std::size_t>(8 * d + 1)] == 2);
+  CHECK(qq.codes[static_cast<std::size_t>(8 * d + 2)] == 0);   // 0.5 → 0 (ties to even)
+  CHECK(qq.scale[1] == doctest::Approx(0.5f / 7.0f));           // rows 1 and 9: amax 0.5
+  CHECK(qq.scale[3] == 0.0f);                                   // rows 3 and 11 are zero: scale 0, codes 0
+  CHECK(qq.codes[static_cast<std::size_t>(3 * d)] == 0);
+
+  std::vector<float> k(static_cast<std::size_t>(32 * d), 0.1f);
+  for (std::int64_t e = 0; e < d; ++e) k[static_cast<std::size_t>(25 * d + e)] = -2.0f;  // key 25: group (25 % 8) / 2 = 0
+  const auto kq = reference::sale_quantize_k(k, 32, d, 127);
+  for (std::int64_t n : {0, 1, 8, 9, 16, 17, 24, 25}) CHECK(kq.scale[static_cast<std::size_t>(n)] == doctest::Approx(2.0f / 127.0f));
+  CHECK(kq.scale[2] == doctest::Approx(0.1f / 127.0f));
+  CHECK(kq.codes[static_cast<std::size_t>(25 * d)] == -127);
+  CHECK(kq.codes[0] == 6);  // 0.1 · 127 / 2 = 6.35
+
+  const std::vector<std::int8_t> codes = {-1, 7, -7, 0};
+  const auto packed = sale::pack_int4(codes);
+  CHECK(packed[0] == 0x7f);
+  CHECK(packed[1] == 0x09);
+  CHECK(sale::unpack_int4(packed) == codes);
+}
+
+TEST_CASE("relative score identity: P~ >= tau  <=>  S~ >= T (raw logits), and accumulator bounds") {
+  for (int trial = 0; trial < 20000; ++trial) {
+    const float sl = static_cast<float>(uniform(0.05, 0.3));
+    const float m2 = static_cast<float>(uniform(-20, 20)), l = static_cast<float>(uniform(1, 300));
+    const float tau = static_cast<float>(std::exp(uniform(-9, -1)));
+    const float s = static_cast<float>(uniform(-200, 200));
+    const double p = std::exp2(double(s) * sl - m2) / l;
+    const float t = (m2 + log2_det(tau * l)) / sl;
+    if (std::fabs(double(s) - t) < 1e-3 * (1 + std::fabs(double(t)))) continue;  // near-tie
+    REQUIRE((p >= tau) == (s >= t));
+  }
+  const std::int64_t d = 128, n = 64;
+  std::vector<float> a(static_cast<std::size_t>(n * d)), b(a.size());
+  for (auto& x : a) x = static_cast<float>(uniform(-3, 3));
+  for (auto& x : b) x = static_cast<float>(uniform(-3, 3));
+  for (int bits : {4, 8}) {
+    const int range = bits == 4 ? 7 : 127;
+    const auto qa = reference::sale_quantize_q(a, n, d, range), kb = reference::sale_quantize_k(b, n, d, range);
+    std::int64_t worst = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        std::int64_t acc = 0;
+        for (std::int64_t e = 0; e < d; ++e) acc += qa.codes[static_cast<std::size_t>(i * d + e)] * kb.codes[static_cast<std::size_t>(j * d + e)];
+        worst = std::max(worst, std::abs(acc));
+      }
+    CHECK(worst <= std::int64_t{range} * range * d);
+  }
+}
+
+Workload llm(std::int64_t n, std::int64_t heads = 2, std::int64_t kv = 1) {
+  WorkloadSpec s;
+  s.seqlen = n;
+  s.heads_q = heads;
+  s.heads_kv = kv;
+  s.head_dim = 64;
+  s.seed = test_seed();
+  return make_workload(s);
+}
+
+TEST_CASE("tau = 0 is dense attention; sink and local blocks are always kept; margins decide") {
+  const Workload w = llm(1000);  // not a multiple of 64
+  sale::Config c;
+  c.tau = {0.0f};
+  const auto dense = reference::sale_estimate(w.problem, w.q.view(), w.k.view(), c);
+  CHECK(dense.mask.tiles == TileMask::dense(dense.mask.shape).tiles);
+  HostTensor a(DType::f32, 1, 2, 1000, 64), b = a;
+  attend(w.problem, w.q.view(), w.k.view(), w.v.view(), dense.mask, a.view());
+  attend(w.problem, w.q.view(), w.k.view(), w.v.view(), TileMask::dense(dense.mask.shape), b.view());
+  CHECK(std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+
+  for (int bits : {4, 8}) {
+    c.bits = bits;
+    c.tau = {0.01f};
+    const auto est = reference::sale_estimate(w.problem, w.q.view(), w.k.view(), c);
+    const auto again = reference::sale_estimate(w.problem, w.q.view(), w.k.view(), c);
+    CHECK(est.mask.tiles == again.mask.tiles);
+    CHECK(est.candidates > 0);
+    CHECK(est.selected < est.candidates);
+    const std::int64_t tk = est.mask.shape.num_k_tiles();
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t t = 0; t < est.mask.shape.num_q_tiles(); ++t) {
+        const auto row = est.mask.row(0, h, t);
+        const std::int64_t n_max = est.mask.shape.reachable_k_tiles(0, t);
+        REQUIRE(row[0] == 0);  // sink
+        for (std::int64_t j = std::max<std::int64_t>(1, n_max - 4); j < n_max; ++j)  // ≥ 128 local keys
+          REQUIRE(std::find(row.begin(), row.end(), static_cast<std::int32_t>(j)) != row.end());
+        for (std::int64_t j = 1; j < n_max; ++j) {
+          const float m = est.margins[static_cast<std::size_t>((h * est.mask.shape.num_q_tiles() + t) * tk + j)];
+          if (std::isnan(m)) continue;  // not a candidate
+          REQUIRE((m >= 0.0f) == (std::find(row.begin(), row.end(), static_cast<std::int32_t>(j)) != row.end()));
+        }
+      }
+  }
+}
+
+TEST_CASE("int8 estimates are closer to the exact scores than int4") {
+  const std::int64_t d = 64, n = 256;
+  std::vector<float> q(static_cast<std::size_t>(n * d)), k(q.size());
+  for (auto& x : q) x = static_cast<float>(uniform(-2, 2));
+  for (auto& x : k) x = static_cast<float>(uniform(-2, 2));
+  double err[2] = {0, 0};
+  for (int bi = 0; bi < 2; ++bi) {
+    const int range = bi == 0 ? 7 : 127;
+    const auto qq = reference::sale_quantize_q(q, n, d, range), kq = reference::sale_quantize_k(k, n, d, range);
+    for (std::int64_t i = 0; i < n; i += 3)
+      for (std::int64_t j = 0; j < n; j += 5) {
+        double exact = 0, acc = 0;
+        for (std::int64_t e = 0; e < d; ++e) {
+          exact += double(q[static_cast<std::size_t>(i * d + e)]) * k[static_cast<std::size_t>(j * d + e)];
+          acc += double(qq.codes[static_cast<std::size_t>(i * d + e)]) * kq.codes[static_cast<std::size_t>(j * d + e)];
+        }
+        err[bi] += std::fabs(acc * qq.scale[static_cast<std::size_t>(i)] * kq.scale[static_cast<std::size_t>(j)] - exact);
+      }
+  }
+  CAPTURE(err[0]);
+  CAPTURE(err[1]);
+  CHECK(err[1] < err[0]);
+}
+
+TEST_CASE("bad SALE parameters are rejected") {
+  const Workload w = llm(200);
+  auto bad = [&](auto mutate, const char* field) {
+    sale::Config c;
+    mutate(c);
+    CHECK_THROWS_WITH_AS(reference::sale_estimate(w.problem, w.q.view(), w.k.view(), c), doctest::Contains(field), Error);
+  };
+  bad([](sale::Config& c) { c.bits = 5; }, "bits");
+  bad([](sale::Config& c) { c.local_window = 100; }, "local_window");
+  bad([](sale::Config& c) { c.tau = {1.5f}; }, "tau");
+  bad([](sale::Config& c) { c.tau = {0.1f, 0.1f, 0.1f}; }, "tau");
+  CHECK_THROWS_AS(reference::sale_calibrate({w}, sale::Config{}, -1.0f), Error);
+}
+
+}  // namespace
+}  // namespace spattn::test
