@@ -89,6 +89,18 @@ tuned=$("$bin" run --method sparge --params "$tmp/sp.json" --workload llm --seq 
 tuned_rel=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$tuned")
 awk -v r="$tuned_rel" 'BEGIN { exit !(r >= 0 && r < 0.09) }' && ok || bad "tuned rel_l1 $tuned_rel"
 
+# SALE: sparse at τ = 0.004, dense at τ = 0; calibration writes τ per head that run --params reads.
+sa=$("$bin" run --method sale --workload llm --seq 3000 --heads 2 --kv-heads 1 --dim 64 --bits 4 --tau 0.004 --json) \
+  || bad "sale run"
+sa_density=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$sa")
+awk -v d="$sa_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "sale density $sa_density"
+sa0=$("$bin" run --method sale --workload llm --seq 1000 --heads 1 --dim 64 --tau 0 --json) || bad "sale tau 0"
+[[ $sa0 == *'"density":1.0'* && $sa0 == *'"rel_l1":0.0'* ]] && ok || bad "sale tau=0 must be dense: $sa0"
+"$bin" calibrate --method sale --theta 0.4 --seq 1024 --heads 2 --kv-heads 1 --dim 64 --samples 1 \
+  --out "$tmp/sale.json" > "$tmp/scal.txt" 2> /dev/null && grep -q '"tau"' "$tmp/sale.json" && ok || bad "sale calibrate"
+"$bin" run --method sale --params "$tmp/sale.json" --seq 1024 --heads 2 --kv-heads 1 --dim 64 --json > /dev/null \
+  && ok || bad "sale run --params"
+
 # .npy inputs round trip: the program's own output, used as Q, K and V, runs (f32 [1,4,300,64]).
 "$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --json > "$tmp/files.json" && ok || bad "npy inputs"
 grep -q '"rel_l1":0.0' "$tmp/files.json" && ok || bad "npy inputs result"
@@ -152,6 +164,8 @@ expect_error "bad --topk" run --method sparge --seq 64 --dim 32 --topk 2
 expect_error "bad --pv-threshold" run --seq 64 --dim 32 --pv-threshold -2
 expect_error "params with other heads" run --method sparge --params "$tmp/sp.json" --seq 1024 --heads 4 --dim 64
 expect_error "calibrate bad bounds" calibrate --l1 0.1 --l2 0.05 --seq 256 --dim 32 --heads 1
+expect_error "bad --bits" run --method sale --seq 64 --dim 32 --bits 3
+expect_error "bad --tau" run --method sale --seq 64 --dim 32 --tau 2
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
 
 echo "$passes passed, $failures failed"

@@ -12,6 +12,7 @@
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/methods/sparge.hpp"
+#include "spattn/reference/sale.hpp"
 #include "spattn/reference/sparge_tuner.hpp"
 #include "spattn/workload.hpp"
 
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
-  run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge");
+  run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge | sale");
   run->add_option("--backend", options.backend, "reference (or auto)");
   run->add_option("--workload", workload, "llm | video | random");
   run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
@@ -88,7 +89,10 @@ int main(int argc, char** argv) {
   run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98)");
   run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row instead");
   run->add_flag("--sink", options.method_options.sink, "sparge: always keep key block 0");
-  run->add_option("--params", options.method_options.params, "sparge: per-head parameters from spattn calibrate")
+  run->add_option("--bits", options.method_options.bits, "sale: 4 or 8 (default 4)");
+  run->add_option("--tau", options.method_options.tau, "sale: relative-score threshold (default 0.004; 0 = dense)");
+  run->add_option("--local-window", options.method_options.local_window, "sale: local keys (default 128)");
+  run->add_option("--params", options.method_options.params, "sparge/sale: per-head parameters from spattn calibrate")
       ->check(CLI::ExistingFile);
   run->add_option("--pv-threshold", options.pv_threshold,
                   "PV-skip in the attend pass: skip a key tile whose max is this far (base 2) below the running max");
@@ -108,7 +112,11 @@ int main(int argc, char** argv) {
   cal_spec.heads_q = 2;
   cal_spec.heads_kv = 1;
   int cal_samples = 2;
-  cal->add_option("--method", cal_method, "sparge");
+  cal->add_option("--method", cal_method, "sparge | sale");
+  float cal_theta = 0.4f;
+  int cal_bits = 4;
+  cal->add_option("--theta", cal_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N (default 0.4)");
+  cal->add_option("--bits", cal_bits, "sale: 4 or 8");
   cal->add_option("--l1", tune.l1, "error bound of the mask search (default 0.08)");
   cal->add_option("--l2", tune.l2, "error bound with PV-skip (default 0.09)");
   cal->add_option("--workload", cal_workload, "llm | video | random");
@@ -144,7 +152,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("demo")) return cli::run_demo();
     if (app.got_subcommand("inspect")) return inspect(mask_path);
     if (app.got_subcommand("calibrate")) {
-      require(cal_method == "sparge", "--method: calibrate supports sparge, got '", cal_method, "'");
+      require(cal_method == "sparge" || cal_method == "sale", "--method: calibrate supports sparge and sale, got '",
+              cal_method, "'");
       cal_spec.kind = parse_workload_kind(cal_workload);
       std::vector<Workload> samples;
       for (int i = 0; i < cal_samples; ++i) {
@@ -158,6 +167,18 @@ int main(int argc, char** argv) {
                      static_cast<int>(fraction * 100.0), what.c_str());
         std::fflush(stderr);
       };
+      if (cal_method == "sale") {
+        sale::Config base;
+        base.bits = cal_bits;
+        const sale::Params sp = reference::sale_calibrate(samples, base, cal_theta, tune.progress);
+        std::fprintf(stderr, "\n");
+        sp.save_json(cal_out);
+        std::printf("%-5s %-10s\n", "head", "tau");
+        for (std::size_t h = 0; h < sp.tau.size(); ++h)
+          std::printf("%-5zu %-10g%s\n", h, double(sp.tau[h]), sp.tau[h] == 0.0f ? " (dense)" : "");
+        std::printf("wrote %s\n", cal_out.c_str());
+        return 0;
+      }
       const sparge::Params params = reference::sparge_calibrate(samples, tune);
       std::fprintf(stderr, "\n");
       params.save_json(cal_out);

@@ -7,6 +7,7 @@
 #include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
 #include "spattn/reference/bfla.hpp"
+#include "spattn/reference/sale.hpp"
 #include "spattn/reference/sparge.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/fg_attn.hpp"
@@ -74,6 +75,22 @@ TileMask sparge_method(const MethodInputs& in) {
   return reference::sparge_estimate(in.problem, in.q, in.k, cfg).mask;
 }
 
+TileMask sale_method(const MethodInputs& in) {
+  sale::Config cfg;
+  if (!in.options.params.empty()) {
+    const sale::Params params = sale::Params::load_json(in.options.params);
+    require(static_cast<std::int64_t>(params.tau.size()) == in.problem.heads_q, "--params: '", in.options.params,
+            "' has ", params.tau.size(), " heads, the input has ", in.problem.heads_q);
+    cfg = params.config();
+  } else {
+    cfg.bits = in.options.bits;
+    cfg.tau = {in.options.tau};
+    cfg.local_window = in.options.local_window;
+  }
+  require(in.options.tile_q == 0 && in.options.tile_k == 0, "--tile: sale uses 64×32 blocks");
+  return reference::sale_estimate(in.problem, in.q, in.k, cfg).mask;
+}
+
 }  // namespace
 
 const std::vector<Method>& methods() {
@@ -87,6 +104,7 @@ const std::vector<Method>& methods() {
       {"anchor", "AnchorAttention: anchors over sink + local, difference-aware stripes (θ = 12, step = 16)", anchor},
       {"bfla", "BFLA: flattened-group block scores, keep-mass γ = 0.99, sink + local band, rescues", bfla_method},
       {"sparge", "SpargeAttn Stage 1: pooled scores + self-similarity, TopCdf τ = 0.98 (θ = 0.6)", sparge_method},
+      {"sale", "SALE: int4 estimates, relative score vs exact sink-local statistics (τ = 0.004)", sale_method},
   };
   return list;
 }

@@ -29,7 +29,10 @@ struct MethodOptions {
   float cdf_threshold = 0.98f;           ///< sparge: τ
   float topk = 0.0f;                     ///< sparge: ρ (> 0 selects top-k)
   bool sink = false;                     ///< sparge: keep key block 0
-  std::string params;                    ///< sparge: tuned per-head parameters (JSON from spattn calibrate)
+  std::string params;                    ///< sparge/sale: tuned per-head parameters (JSON from spattn calibrate)
+  int bits = 4;                          ///< sale: 4 or 8
+  float tau = 0.004f;                    ///< sale: relative-score threshold τ
+  std::int64_t local_window = 128;       ///< sale: local keys (multiple of 32)
 };
 
 struct MethodInputs {
