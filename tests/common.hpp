@@ -15,6 +15,7 @@
 #include "spattn/mask.hpp"
 #include "spattn/problem.hpp"
 #include "spattn/tensor.hpp"
+#include "spattn/workload.hpp"
 
 namespace spattn::test {
 
@@ -101,6 +102,20 @@ struct MaskAllowed {
     return bitmap[static_cast<std::size_t>(r * mask.shape.num_k_tiles() + j / mask.shape.tile_k)] != 0;
   }
 };
+
+/// A small workload with this run's seed: N keys, the last nq (0 = all) as queries, D = 64.
+inline Workload test_workload(WorkloadKind kind, std::int64_t n, std::int64_t heads = 2, std::int64_t kv = 1,
+                              std::int64_t nq = 0) {
+  WorkloadSpec s;
+  s.kind = kind;
+  s.seqlen = n;
+  s.seqlen_q = nq;
+  s.heads_q = heads;
+  s.heads_kv = kv;
+  s.head_dim = 64;
+  s.seed = test_seed();
+  return make_workload(s);
+}
 
 /// A random mask with about `density` of the reachable tiles kept.
 inline TileMask random_mask(const MaskShape& shape, double density) {

@@ -26,15 +26,7 @@ anchor_attn::Config small_config(float theta) {
 }
 
 Workload llm(std::int64_t n, std::int64_t heads = 2, std::int64_t kv = 1, std::int64_t nq = 0) {
-  WorkloadSpec s;
-  s.kind = WorkloadKind::llm;
-  s.seqlen = n;
-  s.seqlen_q = nq;
-  s.heads_q = heads;
-  s.heads_kv = kv;
-  s.head_dim = 64;
-  s.seed = test_seed();
-  return make_workload(s);
+  return test_workload(WorkloadKind::llm, n, heads, kv, nq);
 }
 
 TEST_CASE("theta = +inf is exactly dense attention; theta = -inf is the anchor region only") {

@@ -15,15 +15,7 @@ namespace spattn::test {
 namespace {
 
 Workload llm(std::int64_t n, std::int64_t nq = 0, std::int64_t heads = 4, std::int64_t kv = 2) {
-  WorkloadSpec s;
-  s.kind = WorkloadKind::llm;
-  s.seqlen = n;
-  s.seqlen_q = nq;
-  s.heads_q = heads;
-  s.heads_kv = kv;
-  s.head_dim = 64;
-  s.seed = test_seed();
-  return make_workload(s);
+  return test_workload(WorkloadKind::llm, n, heads, kv, nq);
 }
 
 bfla::Config small(float gamma) {

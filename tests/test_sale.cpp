@@ -78,13 +78,7 @@ TEST_CASE("relative score identity: P~ >= tau  <=>  S~ >= T (raw logits), and ac
 }
 
 Workload llm(std::int64_t n, std::int64_t heads = 2, std::int64_t kv = 1) {
-  WorkloadSpec s;
-  s.seqlen = n;
-  s.heads_q = heads;
-  s.heads_kv = kv;
-  s.head_dim = 64;
-  s.seed = test_seed();
-  return make_workload(s);
+  return test_workload(WorkloadKind::llm, n, heads, kv);
 }
 
 TEST_CASE("tau = 0 is dense attention; sink and local blocks are always kept; margins decide") {

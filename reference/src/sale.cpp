@@ -187,12 +187,8 @@ sale::Params sale_calibrate(const std::vector<Workload>& samples, const sale::Co
       for (const Workload& w : samples) {
         Problem one = w.problem;
         one.heads_q = one.heads_kv = 1;
-        auto view = [&](const HostTensor& t, std::int64_t head) {
-          TensorView v = t.view();
-          v.data = static_cast<char*>(v.data) + head * v.stride_h * static_cast<std::int64_t>(dtype_size(v.dtype));
-          return v;
-        };
-        const TensorView qv = view(w.q, h), kv = view(w.k, w.problem.kv_head_of(h)), vv = view(w.v, w.problem.kv_head_of(h));
+        const TensorView qv = head_view(w.q, h), kv = head_view(w.k, w.problem.kv_head_of(h)),
+                         vv = head_view(w.v, w.problem.kv_head_of(h));
         sale::Config cfg = base;
         cfg.tau = {tau};
         const TileMask mask = sale_estimate(one, qv, kv, cfg).mask;

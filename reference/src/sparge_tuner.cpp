@@ -5,6 +5,7 @@
 #include "spattn/error.hpp"
 #include "spattn/reference/executor.hpp"
 #include "spattn/reference/sparge.hpp"
+#include "tensor_rows.hpp"
 
 namespace spattn::reference {
 namespace {
@@ -15,12 +16,6 @@ struct Slice {
   TensorView q, k, v;
   std::vector<float> dense;
 };
-
-TensorView head_view(const HostTensor& t, std::int64_t h) {
-  TensorView v = t.view();
-  v.data = static_cast<char*>(v.data) + h * v.stride_h * static_cast<std::int64_t>(dtype_size(v.dtype));
-  return v;
-}
 
 double rel_l1(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
