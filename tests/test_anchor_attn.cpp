@@ -127,11 +127,17 @@ TEST_CASE("non-causal inputs: the group's window plus stripes on both sides") {
   const Workload w = make_workload(s);
   const auto est = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(INFINITY));
   CHECK(est.mask.tiles == TileMask::dense(est.mask.shape).tiles);
-  const auto some = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(4.0f));
-  CHECK(some.mask.stats().density < 1.0);
-  bool after_window = false;  // a stripe right of the group's window exists for an early group
-  for (std::int32_t j : some.mask.row(0, 0, 1)) after_window = after_window || j >= 128;
+  // A huge finite θ must select every candidate, on
+  // both sides of each group's window: the mask is then dense, stripes right of the window included.
+  const auto wide = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(1e6f));
+  CHECK(wide.mask.tiles == TileMask::dense(wide.mask.shape).tiles);
+  CHECK(wide.selected == wide.candidates);
+  bool after_window = false;
+  for (std::int32_t j : wide.mask.row(0, 0, 1)) after_window = after_window || j >= 128;
   CHECK(after_window);
+  const auto none = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), small_config(-INFINITY));
+  CHECK(none.selected == 0);
+  CHECK(none.mask.stats().density < 0.5);
 }
 
 TEST_CASE("bad AnchorAttention parameters are rejected") {
