@@ -99,7 +99,11 @@ TEST_CASE("tau = 0 is dense attention; sink and local blocks are always kept; ma
     const auto again = reference::sale_estimate(w.problem, w.q.view(), w.k.view(), c);
     CHECK(est.mask.tiles == again.mask.tiles);
     CHECK(est.candidates > 0);
-    CHECK(est.selected < est.candidates);
+    sale::Config strict = c;
+    strict.tau = {0.5f};  // a candidate must carry half of the sink-local mass: most are dropped
+    const auto few = reference::sale_estimate(w.problem, w.q.view(), w.k.view(), strict);
+    CHECK(few.selected < few.candidates);
+    CHECK(few.selected <= est.selected);  // a larger τ never selects more
     const std::int64_t tk = est.mask.shape.num_k_tiles();
     for (std::int64_t h = 0; h < 2; ++h)
       for (std::int64_t t = 0; t < est.mask.shape.num_q_tiles(); ++t) {
