@@ -1,90 +1,476 @@
-// .npy (format 1.0/2.0/3.0 read, 1.0/2.0 write) and .npz (ZIP; stored write, stored/deflate read) files.
+// .npy (read 1.0/2.0/3.0, write 1.0/2.0) and .npz (ZIP: write stored; read stored or deflated).
+//
+// Every byte read is untrusted: each length and offset taken from a file is checked against the
+// bytes actually present before it is used, so a malformed file ends in one spattn::Error, never in
+// a crash.
 #include "spattn/npy.hpp"
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
-#include <sstream>
+#include <string_view>
+#include <type_traits>
 
 #include "spattn/error.hpp"
 
 namespace spattn {
+
+// Element bytes are copied between files and memory as they are.
+static_assert(std::endian::native == std::endian::little,
+              "spattn's .npy I/O assumes a little-endian host");
+
 namespace {
 
+// Strings in a header are dict keys and dtype names; anything longer is not a .npy header.
+constexpr std::size_t kMaxHeaderString = 256;
+
+/// A piece of untrusted text safe to put in a one-line message.
+std::string printable(std::string_view text, std::size_t max = 80) {
+  std::string out;
+  for (char c : text.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  if (text.size() > max) out += "...";
+  return out;
+}
+
+std::string hex32(std::uint32_t value) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", static_cast<unsigned>(value));
+  return buf;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) out += ",";  // Python's 1-tuple
+  return out + ")";
+}
+
+/// The canonical spelling of a supported dtype: '=' (native) is '<' on our little-endian hosts, and
+/// one-byte types have no byte order ('|'). Returns "" for anything unsupported.
+std::string canonical_descr(const std::string& descr) {
+  static constexpr std::string_view kSupported[] = {"<f2", "<f4", "<f8", "|i1", "<i2", "<i4",
+                                                    "<i8", "|u1", "<u2", "<u4", "<u8", "|b1"};
+  if (descr.size() != 3) return "";
+  std::string c = descr;
+  if (c[0] == '=') c[0] = '<';
+  if (c[2] == '1' && c[0] == '<') c[0] = '|';
+  for (std::string_view s : kSupported)
+    if (c == s) return c;
+  return "";
+}
+
+/// Item size of a dtype string; fails with a message that says why NumPy's form is not accepted.
+std::size_t checked_item_size(const std::string& descr, const std::string& what) {
+  if (!descr.empty() && descr[0] == '>')
+    fail(what, ": dtype '", printable(descr),
+         "' is big-endian; only little-endian data is supported ",
+         "(convert with a.astype(a.dtype.newbyteorder('<')))");
+  const std::string c = canonical_descr(descr);
+  if (c.empty())
+    fail(what, ": unsupported dtype '", printable(descr),
+         "' (supported: float16/32/64, int8-64, uint8-64, bool; little-endian)");
+  return static_cast<std::size_t>(c[2] - '0');
+}
+
+/// a * b for non-negative sizes; fails instead of overflowing.
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const std::string& what) {
+  if (b != 0 && a > std::numeric_limits<std::int64_t>::max() / b)
+    fail(what, ": shape is too large");
+  return a * b;
+}
+
+std::int64_t checked_numel(const std::vector<std::int64_t>& shape, const std::string& what) {
+  std::int64_t n = 1;
+  for (std::int64_t e : shape) {
+    require(e >= 0, what, ": negative dimension in shape ", shape_text(shape));
+    n = checked_mul(n, e, what);
+  }
+  return n;
+}
+
+/// Bytes the data of `shape` x `item` needs; fails past what any file or vector could hold.
+std::size_t data_bytes(const std::vector<std::int64_t>& shape, std::size_t item,
+                       const std::string& what) {
+  const std::int64_t n =
+      checked_mul(checked_numel(shape, what), static_cast<std::int64_t>(item), what);
+  return static_cast<std::size_t>(n);
+}
+
+// ---- .npy header: a Python dict literal, {'descr': '<f4', 'fortran_order': False, 'shape': (2,),
+// }
+
+class HeaderParser {
+ public:
+  HeaderParser(std::string_view text, const std::string& what) : text_(text), what_(what) {}
+
+  struct Result {
+    std::string descr;
+    bool fortran_order = false;
+    std::vector<std::int64_t> shape;
+  };
+
+  Result parse() {
+    Result r;
+    bool have_descr = false, have_fortran = false, have_shape = false;
+    skip_space();
+    expect('{');
+    while (true) {
+      skip_space();
+      if (peek() == '}') break;
+      const std::string key = string_literal();
+      skip_space();
+      expect(':');
+      skip_space();
+      if (key == "descr") {
+        if (have_descr) malformed("duplicate key 'descr'");
+        if (peek() == '[' || peek() == '(')
+          fail(what_, ": structured (record) dtypes are not supported");
+        r.descr = string_literal();
+        have_descr = true;
+      } else if (key == "fortran_order") {
+        if (have_fortran) malformed("duplicate key 'fortran_order'");
+        r.fortran_order = boolean();
+        have_fortran = true;
+      } else if (key == "shape") {
+        if (have_shape) malformed("duplicate key 'shape'");
+        r.shape = int_tuple();
+        have_shape = true;
+      } else {
+        malformed("unexpected key '" + printable(key) + "'");
+      }
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() != '}') malformed("expected ',' or '}'");
+    }
+    ++pos_;  // '}'
+    skip_space();
+    if (pos_ != text_.size()) malformed("text after the closing '}'");
+    if (!have_descr) malformed("no 'descr'");
+    if (!have_fortran) malformed("no 'fortran_order'");
+    if (!have_shape) malformed("no 'shape'");
+    return r;
+  }
+
+ private:
+  [[noreturn]] void malformed(const std::string& why) const {
+    fail(what_, ": malformed .npy header (", why, " at offset ", pos_, "): ", printable(text_));
+  }
+
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+
+  void expect(char c) {
+    if (peek() != c) malformed(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+
+  std::string string_literal() {
+    const char quote = peek();
+    if (quote != '\'' && quote != '"') malformed("expected a quoted string");
+    const std::size_t start = ++pos_;
+    while (pos_ < text_.size() && text_[pos_] != quote) {
+      // Escapes never occur in the keys and dtypes we accept; refusing them keeps the parser
+      // simple.
+      if (text_[pos_] == '\\' || text_[pos_] == '\n')
+        malformed("unsupported character in a string");
+      if (pos_ - start > kMaxHeaderString) malformed("string too long");
+      ++pos_;
+    }
+    if (pos_ >= text_.size()) malformed("unterminated string");
+    return std::string(text_.substr(start, pos_++ - start));
+  }
+
+  bool boolean() {
+    if (text_.substr(pos_, 4) == "True") {
+      pos_ += 4;
+      return true;
+    }
+    if (text_.substr(pos_, 5) == "False") {
+      pos_ += 5;
+      return false;
+    }
+    malformed("'fortran_order' must be True or False");
+  }
+
+  std::vector<std::int64_t> int_tuple() {
+    std::vector<std::int64_t> shape;
+    expect('(');
+    skip_space();
+    while (peek() != ')') {
+      if (peek() < '0' || peek() > '9') malformed("expected a non-negative integer in 'shape'");
+      std::int64_t e = 0;
+      while (peek() >= '0' && peek() <= '9') {
+        const int digit = peek() - '0';
+        if (e > (std::numeric_limits<std::int64_t>::max() - digit) / 10)
+          malformed("dimension too large");
+        e = e * 10 + digit;
+        ++pos_;
+      }
+      if (peek() == 'L') ++pos_;  // Python 2 long, as old NumPy wrote it
+      shape.push_back(e);
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        skip_space();
+      } else if (peek() != ')') {
+        malformed("expected ',' or ')' in 'shape'");
+      }
+    }
+    ++pos_;  // ')'
+    return shape;
+  }
+
+  std::string_view text_;
+  const std::string& what_;
+  std::size_t pos_ = 0;
+};
+
+// ---- files ----
+
 std::vector<std::uint8_t> read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("cannot open '", path, "' for reading (a directory)");
   std::ifstream in(path, std::ios::binary);
-  require(in.good(), "cannot open '", path, "' for reading");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  require(!in.bad(), "error reading '", path, "'");
+  require(in.is_open(), "cannot open '", path, "' for reading");
+  std::vector<std::uint8_t> bytes;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size >= 0 && in.good()) {
+    bytes.resize(static_cast<std::size_t>(size));
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    require(in.gcount() == static_cast<std::streamsize>(bytes.size()), "error reading '", path,
+            "'");
+  } else {  // not seekable (a pipe): read in chunks
+    in.clear();
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
+      bytes.insert(bytes.end(), chunk, chunk + in.gcount());
+    require(!in.bad(), "error reading '", path, "'");
+  }
   return bytes;
 }
 
-void write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+std::ofstream open_for_writing(const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  require(out.good(), "cannot open '", path, "' for writing");
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  require(out.good(), "error writing '", path, "'");
+  require(out.is_open(), "cannot open '", path, "' for writing");
+  return out;
 }
 
-std::size_t descr_item_size(const std::string& descr, const std::string& what) {
-  require(descr.size() >= 3, what, ": unsupported dtype '", descr, "'");
-  require(descr[0] == '<' || descr[0] == '|' || descr[0] == '=', what, ": dtype '", descr,
-          "' is not little-endian");
-  const char kind = descr[1];
-  require(kind == 'f' || kind == 'i' || kind == 'u' || kind == 'b' || kind == 'V', what, ": unsupported dtype '",
-          descr, "'");
-  std::size_t size = 0;
-  for (std::size_t i = 2; i < descr.size(); ++i) {
-    require(descr[i] >= '0' && descr[i] <= '9' && size < 1000, what, ": unsupported dtype '", descr, "'");
-    size = size * 10 + static_cast<std::size_t>(descr[i] - '0');
-  }
-  require(size == 1 || size == 2 || size == 4 || size == 8, what, ": unsupported dtype '", descr, "'");
-  return size;
+void write_bytes(std::ofstream& out, const std::vector<std::uint8_t>& bytes) {
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
-/// Value of key `key` in a Python-literal dict header, as raw text up to the next top-level ',' or '}'.
-std::string header_value(const std::string& header, const std::string& key, const std::string& what) {
-  std::size_t at = header.find("'" + key + "'");
-  if (at == std::string::npos) at = header.find("\"" + key + "\"");
-  require(at != std::string::npos, what, ": header lacks '", key, "'");
-  at = header.find(':', at);
-  require(at != std::string::npos, what, ": malformed header near '", key, "'");
-  ++at;
-  while (at < header.size() && header[at] == ' ') ++at;
-  std::size_t end = at;
-  int depth = 0;
-  while (end < header.size()) {
-    const char c = header[end];
-    if (c == '(') ++depth;
-    if (c == ')') --depth;
-    if (depth == 0 && (c == ',' || c == '}')) break;
-    ++end;
+void finish_writing(std::ofstream& out, const std::string& path) {
+  out.close();
+  require(!out.fail(), "error writing '", path, "'");
+}
+
+// ---- ZIP ----
+
+constexpr std::uint32_t kLocalHeaderSig = 0x04034b50u;
+constexpr std::uint32_t kCentralHeaderSig = 0x02014b50u;
+constexpr std::uint32_t kEndRecordSig = 0x06054b50u;
+constexpr std::size_t kLocalHeaderSize = 30, kCentralHeaderSize = 46, kEndRecordSize = 22;
+// 0xFFFFFFFF (and 0xFFFF for counts) in a 32-bit field means "the real value is in a ZIP64 record".
+constexpr std::uint64_t kZip32Limit = 0xFFFFFFFFu;
+// A fixed timestamp (1980-01-01 00:00) keeps the output reproducible.
+constexpr std::uint16_t kDosDate1980 = (0 << 9) | (1 << 5) | 1;
+
+void put16(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  out.push_back(static_cast<std::uint8_t>(v & 0xff));
+  out.push_back(static_cast<std::uint8_t>((v >> 8) & 0xff));
+}
+
+void put32(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  put16(out, v & 0xffff);
+  put16(out, (v >> 16) & 0xffff);
+}
+
+/// Little-endian field reads that check their own bounds: no offset from a file reads outside it.
+class ZipReader {
+ public:
+  ZipReader(const std::vector<std::uint8_t>& bytes, const std::string& what)
+      : b_(bytes), what_(what) {}
+  std::uint32_t u16(std::size_t at) const {
+    check(at, 2);
+    return static_cast<std::uint32_t>(b_[at] | (b_[at + 1] << 8));
   }
-  require(end < header.size() && depth == 0, what, ": malformed header near '", key, "'");
-  return header.substr(at, end - at);
+  std::uint32_t u32(std::size_t at) const {
+    check(at, 4);
+    return u16(at) | (u16(at + 2) << 16);
+  }
+  void check(std::size_t at, std::size_t len) const {
+    require(at <= b_.size() && len <= b_.size() - at, what_,
+            ": truncated or corrupt ZIP structure at offset ", at);
+  }
+
+ private:
+  const std::vector<std::uint8_t>& b_;
+  const std::string& what_;
+};
+
+std::uint32_t crc32_of(const std::uint8_t* data, std::size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (size > 0) {  // zlib takes 32-bit lengths
+    const auto n = static_cast<uInt>(std::min<std::size_t>(size, std::size_t{1} << 30));
+    crc = crc32(crc, data, n);
+    data += n;
+    size -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+std::vector<std::uint8_t> inflate_raw(const std::uint8_t* in, std::size_t in_size,
+                                      std::size_t out_size, const std::string& what) {
+  // Deflate expands at most ~1032:1; a larger recorded size is a forged header, not worth
+  // allocating for.
+  require(out_size / 1100 <= in_size + 64, what, ": recorded size ", out_size,
+          " is impossible for ", in_size, " compressed bytes");
+  std::vector<std::uint8_t> out(out_size);
+  std::uint8_t dummy = 0;  // zlib wants valid pointers even for empty buffers
+  z_stream s{};
+  require(inflateInit2(&s, -MAX_WBITS) == Z_OK, what, ": zlib inflateInit2 failed");
+  s.next_in = in_size > 0 ? const_cast<Bytef*>(in) : &dummy;
+  s.avail_in = static_cast<uInt>(in_size);
+  s.next_out = out.empty() ? &dummy : out.data();
+  s.avail_out = static_cast<uInt>(out_size);
+  const int rc = inflate(&s, Z_FINISH);
+  const std::size_t produced = s.total_out;
+  const bool out_full = s.avail_out == 0;
+  const std::string zmsg = s.msg != nullptr ? s.msg : "";
+  inflateEnd(&s);
+  if (rc == Z_STREAM_END) {
+    require(produced == out_size, what, ": inflates to ", produced,
+            " bytes, the directory records ", out_size);
+    return out;
+  }
+  if (rc == Z_BUF_ERROR && out_full)
+    fail(what, ": inflates to more than the ", out_size, " bytes the directory records");
+  if (rc == Z_BUF_ERROR) fail(what, ": deflate stream is truncated");
+  fail(what, ": corrupt deflate stream", zmsg.empty() ? "" : " (zlib: " + zmsg + ")");
+}
+
+std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& bytes,
+                                          const std::string& what) {
+  const ZipReader z(bytes, what);
+  const std::size_t n = bytes.size();
+  require(n >= kEndRecordSize, what, ": not a ZIP archive (", n, " bytes)");
+  // The end record sits last, possibly followed by an archive comment of up to 64 KiB.
+  std::size_t eocd = n;
+  const std::size_t lowest = n - kEndRecordSize > 0xFFFF ? n - kEndRecordSize - 0xFFFF : 0;
+  for (std::size_t p = n - kEndRecordSize + 1; p-- > lowest;) {
+    if (z.u32(p) == kEndRecordSig) {
+      eocd = p;
+      break;
+    }
+  }
+  require(eocd != n, what, ": not a ZIP archive (no end-of-central-directory record)");
+  const std::uint32_t disk = z.u16(eocd + 4), cd_disk = z.u16(eocd + 6);
+  const std::uint32_t entries_here = z.u16(eocd + 8), entries = z.u16(eocd + 10);
+  const std::size_t cd_size = z.u32(eocd + 12), cd_offset = z.u32(eocd + 16);
+  if (entries == 0xFFFF || cd_size == kZip32Limit || cd_offset == kZip32Limit)
+    fail(what, ": ZIP64 archives (over 4 GiB or 65535 members) are not supported");
+  require(disk == 0 && cd_disk == 0 && entries_here == entries, what,
+          ": multi-volume ZIP archives are not supported");
+  require(cd_offset <= eocd && cd_size <= eocd - cd_offset, what,
+          ": corrupt central directory (offset ", cd_offset, ", size ", cd_size, ", end record at ",
+          eocd, ")");
+
+  std::map<std::string, NpyArray> arrays;
+  std::size_t at = cd_offset;
+  const std::size_t cd_end = cd_offset + cd_size;
+  for (std::uint32_t e = 0; e < entries; ++e) {
+    require(cd_end - at >= kCentralHeaderSize && z.u32(at) == kCentralHeaderSig, what,
+            ": corrupt central directory (entry ", e, " of ", entries, ")");
+    const std::uint32_t flags = z.u16(at + 8), method = z.u16(at + 10), crc = z.u32(at + 16);
+    const std::size_t csize = z.u32(at + 20), usize = z.u32(at + 24);
+    const std::size_t name_len = z.u16(at + 28), extra_len = z.u16(at + 30),
+                      comment_len = z.u16(at + 32);
+    const std::size_t local = z.u32(at + 42);
+    require(cd_end - at - kCentralHeaderSize >= name_len + extra_len + comment_len, what,
+            ": corrupt central directory (entry ", e, " overruns it)");
+    std::string name(reinterpret_cast<const char*>(bytes.data() + at + kCentralHeaderSize),
+                     name_len);
+    at += kCentralHeaderSize + name_len + extra_len + comment_len;
+    const std::string member = what + " member '" + printable(name) + "'";
+
+    if (csize == kZip32Limit || usize == kZip32Limit || local == kZip32Limit)
+      fail(member, ": ZIP64 members (over 4 GiB) are not supported");
+    require((flags & 1u) == 0, member, ": encrypted members are not supported");
+    // Sizes come from the central directory only: the local header may hold ZIP64 placeholders
+    // (Python's zipfile, as np.savez uses it) or zeros (streamed writers with a data descriptor).
+    require(z.u32(local) == kLocalHeaderSig, member, ": bad local header at offset ", local);
+    const std::size_t data_at = local + kLocalHeaderSize + z.u16(local + 26) + z.u16(local + 28);
+    require(data_at <= n && csize <= n - data_at, member, ": data truncated (", csize,
+            " bytes at offset ", data_at, " in a ", n, "-byte file)");
+    const std::uint8_t* data = bytes.data() + data_at;
+
+    std::vector<std::uint8_t> body;
+    if (method == 0) {
+      require(csize == usize, member, ": stored member with compressed size ", csize, " != size ",
+              usize);
+      body.assign(data, data + csize);
+    } else if (method == 8) {
+      body = inflate_raw(data, csize, usize, member);
+    } else {
+      fail(member, ": compression method ", method, " is not supported (only stored and deflate)");
+    }
+    const std::uint32_t actual = crc32_of(body.data(), body.size());
+    require(actual == crc, member, ": CRC-32 mismatch (recorded ", hex32(crc), ", data has ",
+            hex32(actual), "): corrupt archive");
+
+    std::string key = name;
+    if (key.size() >= 4 && key.compare(key.size() - 4, 4, ".npy") == 0) key.resize(key.size() - 4);
+    require(arrays.count(key) == 0, member, ": duplicate array name '", printable(key), "'");
+    arrays.emplace(key, parse_npy(body.data(), body.size(), member));
+  }
+  return arrays;
 }
 
 }  // namespace
 
-std::int64_t NpyArray::numel() const {
-  std::int64_t n = 1;
-  for (std::int64_t e : shape) n *= e;
-  return n;
-}
+// ---- NpyArray ----
 
-std::size_t NpyArray::item_size() const { return descr_item_size(descr, "npy"); }
+std::int64_t NpyArray::numel() const { return checked_numel(shape, "npy array"); }
+
+std::size_t NpyArray::item_size() const { return checked_item_size(descr, "npy array"); }
 
 template <class T>
 std::string npy_descr() {
-  if constexpr (std::is_same_v<T, float>) return "<f4";
-  else if constexpr (std::is_same_v<T, double>) return "<f8";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "<i4";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "<i8";
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return "<u2";
-  else return "|u1";
+  if constexpr (std::is_same_v<T, float>)
+    return "<f4";
+  else if constexpr (std::is_same_v<T, double>)
+    return "<f8";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "<i4";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "<i8";
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return "<u2";
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return "|u1";
+  else
+    static_assert(sizeof(T) == 0, "no NumPy dtype for this type");
 }
 
 template <class T>
@@ -92,8 +478,9 @@ NpyArray NpyArray::from_vector(const std::vector<T>& values, std::vector<std::in
   NpyArray a;
   a.descr = npy_descr<T>();
   a.shape = std::move(shape);
-  require(a.numel() == static_cast<std::int64_t>(values.size()), "npy: ", values.size(),
-          " values do not fill shape of ", a.numel(), " elements");
+  const std::int64_t n = a.numel();
+  require(n == static_cast<std::int64_t>(values.size()), "npy array: ", values.size(),
+          " values for shape ", shape_text(a.shape), " (", n, " elements)");
   a.data.resize(values.size() * sizeof(T));
   if (!values.empty()) std::memcpy(a.data.data(), values.data(), a.data.size());
   return a;
@@ -101,32 +488,40 @@ NpyArray NpyArray::from_vector(const std::vector<T>& values, std::vector<std::in
 
 template <class T>
 std::vector<T> NpyArray::to_vector() const {
-  const bool ok = descr == npy_descr<T>() || (std::is_same_v<T, std::uint8_t> && descr == "|b1");
-  require(ok, "npy: array of dtype ", descr, " where ", npy_descr<T>(), " was expected");
-  std::vector<T> out(data.size() / sizeof(T));
-  if (!out.empty()) std::memcpy(out.data(), data.data(), out.size() * sizeof(T));
+  const std::string want = npy_descr<T>();
+  const bool ok = descr == want || (std::is_same_v<T, std::uint8_t> && descr == "|b1");
+  require(ok, "npy array: dtype '", printable(descr), "' where '", want, "' was expected");
+  const std::size_t bytes = data_bytes(shape, sizeof(T), "npy array");
+  require(data.size() == bytes, "npy array: ", data.size(), " data bytes for shape ",
+          shape_text(shape), " of dtype '", want, "', which needs ", bytes);
+  std::vector<T> out(bytes / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), data.data(), bytes);
   return out;
 }
 
 std::int64_t NpyArray::to_int64_scalar() const {
-  require(numel() == 1, "npy: expected a scalar, got ", numel(), " elements");
-  const std::size_t size = item_size();
-  require(descr[1] == 'i' || descr[1] == 'u' || descr[1] == 'b', "npy: expected an integer scalar, got ", descr);
-  require(data.size() >= size, "npy: scalar data truncated");
-  if (descr[1] == 'i') {
-    if (size == 8) { std::int64_t v; std::memcpy(&v, data.data(), 8); return v; }
-    if (size == 4) { std::int32_t v; std::memcpy(&v, data.data(), 4); return v; }
-    if (size == 2) { std::int16_t v; std::memcpy(&v, data.data(), 2); return v; }
-    return static_cast<std::int8_t>(data[0]);
+  const std::int64_t n = numel();
+  require(n == 1, "npy array: expected a single integer, got shape ", shape_text(shape), " (", n,
+          " elements)");
+  const std::string c = canonical_descr(descr);
+  require(!c.empty() && (c[1] == 'i' || c[1] == 'u' || c[1] == 'b'),
+          "npy array: expected an integer, got dtype '", printable(descr), "'");
+  const std::size_t size = static_cast<std::size_t>(c[2] - '0');
+  require(data.size() == size, "npy array: ", data.size(), " data bytes for one '", c, "' element");
+  std::uint64_t bits = 0;
+  for (std::size_t i = 0; i < size; ++i) bits |= std::uint64_t{data[i]} << (8 * i);
+  if (c[1] == 'i') {
+    const unsigned shift =
+        static_cast<unsigned>(64 - 8 * size);  // sign-extend from the item's width
+    return static_cast<std::int64_t>(bits << shift) >> shift;
   }
-  std::uint64_t v = 0;
-  std::memcpy(&v, data.data(), size);  // little-endian
-  require(v <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()), "npy: scalar too large");
-  return static_cast<std::int64_t>(v);
+  require(bits <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+          "npy array: value ", bits, " does not fit int64");
+  return static_cast<std::int64_t>(bits);
 }
 
-#define SPATTN_NPY_INSTANTIATE(T)                                                              \
-  template std::string npy_descr<T>();                                                         \
+#define SPATTN_NPY_INSTANTIATE(T)                                                               \
+  template std::string npy_descr<T>();                                                          \
   template NpyArray NpyArray::from_vector<T>(const std::vector<T>&, std::vector<std::int64_t>); \
   template std::vector<T> NpyArray::to_vector<T>() const;
 SPATTN_NPY_INSTANTIATE(float)
@@ -137,209 +532,173 @@ SPATTN_NPY_INSTANTIATE(std::uint16_t)
 SPATTN_NPY_INSTANTIATE(std::uint8_t)
 #undef SPATTN_NPY_INSTANTIATE
 
-std::vector<std::uint8_t> serialize_npy(const NpyArray& a) {
-  require(static_cast<std::int64_t>(a.data.size()) == a.numel() * static_cast<std::int64_t>(a.item_size()),
-          "npy: data size does not match the shape");
-  std::ostringstream h;
-  h << "{'descr': '" << a.descr << "', 'fortran_order': False, 'shape': (";
-  for (std::size_t i = 0; i < a.shape.size(); ++i) h << a.shape[i] << (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "") << (i + 1 < a.shape.size() ? " " : "");
-  h << "), }";
-  std::string header = h.str();
-  const bool v2 = header.size() + 11 > 65535;
-  const std::size_t prefix = v2 ? 12 : 10;
-  const std::size_t total = (prefix + header.size() + 1 + 63) / 64 * 64;
-  header.append(total - prefix - header.size() - 1, ' ');
+// ---- .npy ----
+
+std::vector<std::uint8_t> serialize_npy(const NpyArray& array) {
+  const std::string what = "npy array";
+  const std::size_t item = checked_item_size(array.descr, what);
+  const std::size_t bytes = data_bytes(array.shape, item, what);
+  require(array.data.size() == bytes, what, ": ", array.data.size(), " data bytes for shape ",
+          shape_text(array.shape), " of dtype '", array.descr, "', which needs ", bytes);
+  std::string header = "{'descr': '" + canonical_descr(array.descr) +
+                       "', 'fortran_order': False, 'shape': " + shape_text(array.shape) + ", }";
+  // NumPy pads the header with spaces and a final '\n' so the data starts 64-byte aligned;
+  // version 1.0 stores the header length in 16 bits, 2.0 in 32.
+  auto padded = [&](std::size_t prefix) {
+    return (prefix + header.size() + 1 + 63) / 64 * 64 - prefix;
+  };
+  const bool v1 = padded(10) <= 0xFFFF;
+  const std::size_t prefix = v1 ? 10 : 12;
+  const std::size_t header_len = padded(prefix);
+  require(header_len <= kZip32Limit, what, ": shape ", shape_text(array.shape),
+          " is too long for a header");
+  header.append(header_len - header.size() - 1, ' ');
   header.push_back('\n');
-  std::vector<std::uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<std::uint8_t>(v2 ? 2 : 1), 0};
-  const std::size_t len = header.size();
-  out.push_back(static_cast<std::uint8_t>(len & 0xff));
-  out.push_back(static_cast<std::uint8_t>((len >> 8) & 0xff));
-  if (v2) {
-    out.push_back(static_cast<std::uint8_t>((len >> 16) & 0xff));
-    out.push_back(static_cast<std::uint8_t>((len >> 24) & 0xff));
+
+  std::vector<std::uint8_t> out = {
+      0x93, 'N', 'U', 'M', 'P', 'Y', static_cast<std::uint8_t>(v1 ? 1 : 2), 0};
+  out.reserve(prefix + header_len + bytes);
+  if (v1) {
+    put16(out, header_len);
+  } else {
+    put32(out, header_len);
   }
   out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), a.data.begin(), a.data.end());
+  out.insert(out.end(), array.data.begin(), array.data.end());
   return out;
 }
 
 NpyArray parse_npy(const std::uint8_t* bytes, std::size_t size, const std::string& what) {
-  require(size >= 10 && std::memcmp(bytes, "\x93NUMPY", 6) == 0, what, ": not a .npy file (bad magic)");
-  const std::uint8_t major = bytes[6];
-  require(major >= 1 && major <= 3, what, ": unsupported .npy version ", int(major));
-  std::size_t header_len = 0, prefix = 0;
-  if (major == 1) {
-    header_len = bytes[8] | (std::size_t{bytes[9]} << 8);
-    prefix = 10;
-  } else {
-    require(size >= 12, what, ": truncated .npy header");
-    header_len = bytes[8] | (std::size_t{bytes[9]} << 8) | (std::size_t{bytes[10]} << 16) | (std::size_t{bytes[11]} << 24);
-    prefix = 12;
-  }
-  require(header_len <= size - prefix, what, ": truncated .npy header");
-  const std::string header(reinterpret_cast<const char*>(bytes + prefix), header_len);
+  require(bytes != nullptr || size == 0, what, ": no data");
+  static constexpr std::uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  require(
+      std::memcmp(bytes == nullptr ? kMagic : bytes, kMagic, std::min<std::size_t>(size, 6)) == 0,
+      what, ": not a .npy file (no \\x93NUMPY magic)");
+  require(size >= 10, what, ": truncated .npy file (", size, " bytes, shorter than the preamble)");
+  const unsigned major = bytes[6], minor = bytes[7];
+  require(major >= 1 && major <= 3 && minor == 0, what, ": unsupported .npy format version ", major,
+          ".", minor);
+  const std::size_t prefix = major == 1 ? 10 : 12;
+  require(size >= prefix, what, ": truncated .npy file (", size,
+          " bytes, shorter than the preamble)");
+  std::size_t header_len = bytes[8] | (std::size_t{bytes[9]} << 8);
+  if (major >= 2) header_len |= (std::size_t{bytes[10]} << 16) | (std::size_t{bytes[11]} << 24);
+  require(header_len <= size - prefix, what, ": truncated .npy header (", header_len,
+          " bytes announced, ", size - prefix, " present)");
+
+  const std::string_view text(reinterpret_cast<const char*>(bytes + prefix), header_len);
+  HeaderParser::Result h = HeaderParser(text, what).parse();
+  const std::size_t item = checked_item_size(h.descr, what);
+  require(!h.fortran_order, what,
+          ": Fortran-order (column-major) arrays are not supported; save np.ascontiguousarray(a)");
+
   NpyArray a;
-  std::string descr = header_value(header, "descr", what);
-  require(descr.size() >= 2 && (descr.front() == '\'' || descr.front() == '"') && descr.back() == descr.front(), what,
-          ": malformed descr ", descr);
-  a.descr = descr.substr(1, descr.size() - 2);
-  if (a.descr.size() >= 2 && a.descr[0] == '=') a.descr[0] = '<';
-  if (a.descr.size() >= 2 && a.descr[0] == '|' && a.descr != "|u1" && a.descr != "|b1" && a.descr != "|i1")
-    fail(what, ": unsupported dtype '", a.descr, "'");
-  const std::size_t item = descr_item_size(a.descr, what);
-  const std::string fortran = header_value(header, "fortran_order", what);
-  require(fortran == "False", what, ": Fortran-order arrays are not supported (save with np.ascontiguousarray)");
-  std::string shape = header_value(header, "shape", what);
-  require(shape.size() >= 2 && shape.front() == '(' && shape.back() == ')', what, ": malformed shape ", shape);
-  shape = shape.substr(1, shape.size() - 2);
-  std::int64_t numel = 1;
-  std::size_t i = 0;
-  while (i < shape.size()) {
-    while (i < shape.size() && (shape[i] == ' ' || shape[i] == ',')) ++i;
-    if (i >= shape.size()) break;
-    std::int64_t e = 0;
-    bool digits = false;
-    while (i < shape.size() && shape[i] >= '0' && shape[i] <= '9') {
-      require(e < (std::int64_t{1} << 40), what, ": shape too large");
-      e = e * 10 + (shape[i] - '0');
-      ++i;
-      digits = true;
-    }
-    require(digits, what, ": malformed shape (", shape, ")");
-    a.shape.push_back(e);
-    require(e == 0 || numel <= (std::int64_t{1} << 40) / e, what, ": shape too large");
-    numel *= e;
-  }
-  const std::size_t data_bytes = static_cast<std::size_t>(numel) * item;
-  require(size - prefix - header_len == data_bytes, what, ": data holds ", size - prefix - header_len,
-          " bytes, the shape needs ", data_bytes, " (truncated or corrupt file)");
+  a.descr = canonical_descr(h.descr);
+  a.shape = std::move(h.shape);
+  const std::size_t needed = data_bytes(a.shape, item, what);
+  const std::size_t present = size - prefix - header_len;
+  require(present >= needed, what, ": truncated data (shape ", shape_text(a.shape), " of dtype '",
+          a.descr, "' needs ", needed, " bytes, the file holds ", present, ")");
+  require(present == needed, what, ": ", present - needed, " bytes after the data of shape ",
+          shape_text(a.shape), " of dtype '", a.descr, "' (corrupt file or wrong shape)");
   a.data.assign(bytes + prefix + header_len, bytes + size);
   return a;
 }
 
 NpyArray read_npy(const std::string& path) {
-  const auto bytes = read_file(path);
+  const std::vector<std::uint8_t> bytes = read_file(path);
   return parse_npy(bytes.data(), bytes.size(), "'" + path + "'");
 }
 
-void write_npy(const std::string& path, const NpyArray& array) { write_file(path, serialize_npy(array)); }
-
-namespace {
-
-void put16(std::vector<std::uint8_t>& o, std::uint32_t v) {
-  o.push_back(static_cast<std::uint8_t>(v & 0xff));
-  o.push_back(static_cast<std::uint8_t>((v >> 8) & 0xff));
+void write_npy(const std::string& path, const NpyArray& array) {
+  std::vector<std::uint8_t> bytes;
+  try {
+    bytes = serialize_npy(array);
+  } catch (const Error& e) {
+    fail("'", path, "': ", e.what());
+  }
+  std::ofstream out = open_for_writing(path);
+  write_bytes(out, bytes);
+  finish_writing(out, path);
 }
-void put32(std::vector<std::uint8_t>& o, std::uint32_t v) {
-  put16(o, v & 0xffff);
-  put16(o, v >> 16);
-}
-std::uint32_t get16(const std::uint8_t* p) { return p[0] | (std::uint32_t{p[1]} << 8); }
-std::uint32_t get32(const std::uint8_t* p) { return get16(p) | (get16(p + 2) << 16); }
 
-}  // namespace
+// ---- .npz ----
 
 void write_npz(const std::string& path, const std::map<std::string, NpyArray>& arrays) {
-  std::vector<std::uint8_t> out, central;
-  std::uint16_t count = 0;
+  const std::string what = "npz '" + path + "'";
+  require(arrays.size() < 0xFFFF, what, ": ", arrays.size(), " arrays are more than a ZIP archive ",
+          "without ZIP64 holds");
+  // Check every member before creating the file, so a bad array leaves no half-written archive.
   for (const auto& [name, array] : arrays) {
-    const std::vector<std::uint8_t> body = serialize_npy(array);
-    const std::string member = name + ".npy";
-    require(body.size() < 0xffffffffu && out.size() < 0xffffffffu, "npz '", path, "': archives over 4 GiB are not supported");
-    const auto crc = static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size())));
-    const auto offset = static_cast<std::uint32_t>(out.size());
-    for (auto* o : {&out, &central}) {
-      put32(*o, o == &out ? 0x04034b50u : 0x02014b50u);
-      if (o == &central) put16(*o, 20);  // version made by
-      put16(*o, 20);                       // version needed
-      put16(*o, 0);                        // flags
-      put16(*o, 0);                        // method: stored
-      put16(*o, 0);                        // time
-      put16(*o, 0x21);                     // date (1980-01-01)
-      put32(*o, crc);
-      put32(*o, static_cast<std::uint32_t>(body.size()));
-      put32(*o, static_cast<std::uint32_t>(body.size()));
-      put16(*o, static_cast<std::uint32_t>(member.size()));
-      put16(*o, 0);  // extra
-      if (o == &central) {
-        put16(*o, 0);  // comment
-        put16(*o, 0);  // disk
-        put16(*o, 0);  // internal attributes
-        put32(*o, 0);  // external attributes
-        put32(*o, offset);
-      }
-      o->insert(o->end(), member.begin(), member.end());
+    require(name.size() + 4 <= 0xFFFF, what, ": array name of ", name.size(),
+            " characters is too long");
+    try {
+      const std::size_t bytes = data_bytes(array.shape, array.item_size(), "npy array");
+      require(array.data.size() == bytes, "npy array: ", array.data.size(),
+              " data bytes for shape ", shape_text(array.shape), " of dtype '", array.descr,
+              "', which needs ", bytes);
+    } catch (const Error& e) {
+      fail(what, ": array '", printable(name), "': ", e.what());
     }
-    out.insert(out.end(), body.begin(), body.end());
-    ++count;
   }
-  const auto central_offset = static_cast<std::uint32_t>(out.size());
-  out.insert(out.end(), central.begin(), central.end());
-  put32(out, 0x06054b50u);
-  put16(out, 0);
-  put16(out, 0);
-  put16(out, count);
-  put16(out, count);
-  put32(out, static_cast<std::uint32_t>(central.size()));
-  put32(out, central_offset);
-  put16(out, 0);
-  write_file(path, out);
+  std::ofstream out = open_for_writing(path);
+  std::vector<std::uint8_t> central;
+  std::uint64_t offset = 0;
+  const std::string too_big = what + ": archive over 4 GiB (ZIP64 is not supported)";
+  for (const auto& [name, array] : arrays) {
+    const std::string member = name + ".npy";
+    const std::vector<std::uint8_t> body = serialize_npy(array);
+    require(body.size() < kZip32Limit && offset < kZip32Limit, too_big);
+    const std::uint32_t crc = crc32_of(body.data(), body.size());
+    // Local and central headers share the fields from "version needed" to "extra length".
+    auto common = [&](std::vector<std::uint8_t>& h) {
+      put16(h, 20);  // version needed: 2.0
+      put16(h, 0);   // flags
+      put16(h, 0);   // method: stored
+      put16(h, 0);   // time
+      put16(h, kDosDate1980);
+      put32(h, crc);
+      put32(h, body.size());  // compressed size
+      put32(h, body.size());  // size
+      put16(h, member.size());
+      put16(h, 0);  // extra length
+    };
+    std::vector<std::uint8_t> local;
+    put32(local, kLocalHeaderSig);
+    common(local);
+    local.insert(local.end(), member.begin(), member.end());
+
+    put32(central, kCentralHeaderSig);
+    put16(central, 20);  // version made by: MS-DOS, 2.0
+    common(central);
+    put16(central, 0);  // comment length
+    put16(central, 0);  // disk
+    put16(central, 0);  // internal attributes
+    put32(central, 0);  // external attributes
+    put32(central, offset);
+    central.insert(central.end(), member.begin(), member.end());
+
+    write_bytes(out, local);
+    write_bytes(out, body);
+    offset += local.size() + body.size();
+  }
+  require(offset < kZip32Limit && central.size() < kZip32Limit, too_big);
+  std::vector<std::uint8_t> end;
+  put32(end, kEndRecordSig);
+  put16(end, 0);  // this disk
+  put16(end, 0);  // disk with the central directory
+  put16(end, arrays.size());
+  put16(end, arrays.size());
+  put32(end, central.size());
+  put32(end, offset);
+  put16(end, 0);  // comment length
+  write_bytes(out, central);
+  write_bytes(out, end);
+  finish_writing(out, path);
 }
 
 std::map<std::string, NpyArray> read_npz(const std::string& path) {
-  const auto bytes = read_file(path);
-  const std::string what = "npz '" + path + "'";
-  const std::size_t n = bytes.size();
-  require(n >= 22, what, ": not a ZIP archive (too short)");
-  std::size_t eocd = n - 22;
-  while (true) {  // the end record may be followed by a comment of up to 64 KiB
-    if (get32(&bytes[eocd]) == 0x06054b50u) break;
-    require(eocd > 0 && n - eocd < 22 + 65536, what, ": not a ZIP archive (no end record)");
-    --eocd;
-  }
-  const std::uint32_t entries = get16(&bytes[eocd + 10]);
-  std::size_t at = get32(&bytes[eocd + 16]);
-  std::map<std::string, NpyArray> out;
-  for (std::uint32_t e = 0; e < entries; ++e) {
-    require(at + 46 <= eocd && get32(&bytes[at]) == 0x02014b50u, what, ": corrupt central directory");
-    const std::uint32_t method = get16(&bytes[at + 10]);
-    const std::uint32_t crc = get32(&bytes[at + 16]);
-    const std::size_t csize = get32(&bytes[at + 20]), usize = get32(&bytes[at + 24]);
-    const std::size_t name_len = get16(&bytes[at + 28]), extra_len = get16(&bytes[at + 30]),
-                      comment_len = get16(&bytes[at + 32]);
-    const std::size_t local = get32(&bytes[at + 42]);
-    require(at + 46 + name_len <= eocd, what, ": corrupt central directory");
-    std::string name(reinterpret_cast<const char*>(&bytes[at + 46]), name_len);
-    at += 46 + name_len + extra_len + comment_len;
-    require(local + 30 <= n && get32(&bytes[local]) == 0x04034b50u, what, ": corrupt entry '", name, "'");
-    const std::size_t data_at = local + 30 + get16(&bytes[local + 26]) + get16(&bytes[local + 28]);
-    require(data_at <= n && csize <= n - data_at, what, ": entry '", name, "' is truncated");
-    std::vector<std::uint8_t> body;
-    if (method == 0) {
-      require(csize == usize, what, ": entry '", name, "' has inconsistent sizes");
-      body.assign(bytes.begin() + static_cast<std::ptrdiff_t>(data_at),
-                  bytes.begin() + static_cast<std::ptrdiff_t>(data_at + csize));
-    } else if (method == 8) {
-      body.resize(usize);
-      z_stream s{};
-      require(inflateInit2(&s, -MAX_WBITS) == Z_OK, what, ": zlib init failed");
-      s.next_in = const_cast<Bytef*>(&bytes[data_at]);
-      s.avail_in = static_cast<uInt>(csize);
-      s.next_out = body.data();
-      s.avail_out = static_cast<uInt>(usize);
-      const int rc = inflate(&s, Z_FINISH);
-      const std::size_t produced = s.total_out;
-      inflateEnd(&s);
-      require(rc == Z_STREAM_END && produced == usize, what, ": entry '", name, "' does not inflate");
-    } else {
-      fail(what, ": entry '", name, "' uses unsupported compression method ", method);
-    }
-    require(static_cast<std::uint32_t>(crc32(0L, body.data(), static_cast<uInt>(body.size()))) == crc, what,
-            ": CRC mismatch in entry '", name, "'");
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
-    out[name] = parse_npy(body.data(), body.size(), what + " entry '" + name + "'");
-  }
-  return out;
+  return parse_npz(read_file(path), "npz '" + path + "'");
 }
 
 }  // namespace spattn
