@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "../common.hpp"
@@ -125,6 +126,34 @@ TEST_CASE("CUDA executor matches the reference over the shape table") {
       {"merged 16x1 stripes", 1, 2, 2, 150, 200, 128, true, DType::bf16, Layout::bnhd, 16, 1, 0.1},
   };
   for (const GpuCase& c : cases) check_gpu_case(c);
+}
+
+// Masks with tile_q a multiple of 128 run the sm90 WGMMA kernel on an H100/H200; the same table runs again
+// with SPATTN_CUDA_KERNEL=sm80 so both kernels are held to the reference.
+const std::vector<GpuCase> kBlock128Cases = {
+    {"128 tiny N=1", 1, 1, 1, 1, 1, 64, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
+    {"128 dense odd N=1000", 1, 2, 2, 1000, 1000, 128, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
+    {"128 dense fp16 D=64 N=2049", 1, 2, 1, 2049, 2049, 64, true, DType::f16, Layout::bhnd, 128, 128, 1.0},
+    {"128 sparse tile_k=64 N=4099", 1, 1, 1, 4099, 4099, 128, true, DType::f16, Layout::bhnd, 128, 64, 0.3},
+    {"128 GQA 8:1", 2, 8, 1, 777, 777, 128, true, DType::bf16, Layout::bhnd, 128, 32, 0.5},
+    {"128 non-causal Nq != Nkv", 1, 2, 1, 257, 300, 64, false, DType::f16, Layout::bhnd, 128, 16, 0.6},
+    {"128 Nq < Nkv", 1, 4, 2, 100, 777, 128, true, DType::bf16, Layout::bhnd, 128, 128, 0.7},
+    {"256 stripes tile_k=1", 1, 2, 1, 600, 600, 64, true, DType::bf16, Layout::bhnd, 256, 1, 0.2},
+    {"128 tile_k=16 bnhd", 2, 4, 2, 500, 500, 128, false, DType::bf16, Layout::bnhd, 128, 16, 0.25},
+    {"128 empty rows", 1, 1, 1, 1024, 1024, 64, true, DType::bf16, Layout::bhnd, 128, 64, 0.05},
+    {"128 bf16 output", 1, 2, 2, 390, 390, 128, true, DType::bf16, Layout::bhnd, 128, 128, 0.5, DType::bf16},
+    {"128 fp16 output tile_k=8", 1, 2, 2, 130, 130, 64, false, DType::f16, Layout::bhnd, 128, 8, 0.5, DType::f16},
+    {"256 long N=8192", 1, 2, 2, 8192, 8192, 128, true, DType::bf16, Layout::bhnd, 256, 128, 0.3},
+};
+
+TEST_CASE("CUDA executor, 128-row query tiles (sm90 kernel on Hopper), matches the reference") {
+  for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
+}
+
+TEST_CASE("CUDA executor, 128-row query tiles with the mma.sync kernel forced, matches the reference") {
+  setenv("SPATTN_CUDA_KERNEL", "sm80", 1);
+  for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
+  unsetenv("SPATTN_CUDA_KERNEL");
 }
 
 TEST_CASE("attend() explains why the CUDA backend does not cover a call") {

@@ -1,10 +1,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
-#include "flash_sm80.cuh"
+#include "flash.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
 
@@ -30,6 +33,18 @@ struct DeviceArray {
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
 };
+
+/// True when the current device is compute capability 9.0 (the sm_90a kernels run there only) and the
+/// environment does not force the mma.sync kernel (SPATTN_CUDA_KERNEL=sm80).
+bool use_sm90() {
+  const char* force = std::getenv("SPATTN_CUDA_KERNEL");
+  if (force != nullptr && std::strcmp(force, "sm80") == 0) return false;
+  int dev = 0, major = 0, minor = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+  return major == 9 && minor == 0;
+}
 
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
@@ -104,6 +119,30 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
       check(cudaMemcpy(item_members_, members.data(), members.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
     }
   }
+  if (mask.shape.tile_q % 128 == 0) {
+    const std::int64_t blocks = (mask.shape.seqlen_q + 127) / 128, per = mask.shape.tile_q / 128;
+    if (mask.shape.batch * mask.shape.mask_heads * blocks > INT32_MAX) fail("cuda backend: mask too large");
+    std::vector<std::int32_t> order;
+    std::vector<std::int64_t> kept;
+    for (std::int64_t bh = 0; bh < mask.shape.batch * mask.shape.mask_heads; ++bh) {
+      const std::int64_t nb = (mask.shape.seqlen_q_of(bh / mask.shape.mask_heads) + 127) / 128;
+      for (std::int64_t blk = 0; blk < nb; ++blk) {
+        const std::int64_t r = bh * mask.shape.num_q_tiles() + blk / per;
+        order.push_back(static_cast<std::int32_t>(bh * blocks + blk));
+        kept.push_back(mask.row_ptr[r + 1] - mask.row_ptr[r]);
+      }
+    }
+    std::vector<std::int32_t> idx(order.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int32_t>(i);
+    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) { return kept[a] > kept[b]; });
+    std::vector<std::int32_t> sorted(order.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) sorted[i] = order[idx[i]];
+    order_size_ = static_cast<int>(sorted.size());
+    order_blocks_ = static_cast<int>(blocks);
+    check(cudaMalloc(&order_, std::max<std::size_t>(sorted.size(), 1) * sizeof(std::int32_t)), "cudaMalloc");
+    if (!sorted.empty())
+      check(cudaMemcpy(order_, sorted.data(), sorted.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
   check(cudaMalloc(&row_ptr_, mask.row_ptr.size() * sizeof(std::int64_t)), "cudaMalloc");
   check(cudaMemcpy(row_ptr_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice),
         "cudaMemcpy");
@@ -120,6 +159,7 @@ DeviceTileMask::~DeviceTileMask() {
   cudaFree(item_ptr_);
   cudaFree(item_tiles_);
   cudaFree(item_members_);
+  cudaFree(order_);
 }
 
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -156,7 +196,16 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.item_tiles = dmask.item_tiles();
   f.item_members = dmask.item_members();
   f.empty_rows = empty_rows;
+  f.order = dmask.order();
+  f.order_blocks = dmask.order_blocks();
   const bool bf16 = p.dtype == DType::bf16;
+  if (f.order != nullptr && use_sm90()) {
+    const int n = dmask.order_size();
+    if (p.head_dim == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
+    else bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
+    check(cudaGetLastError(), "kernel launch");
+    return;
+  }
   if (p.head_dim == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);
   else bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
   check(cudaGetLastError(), "kernel launch");

@@ -1,9 +1,11 @@
-#include "flash_sm80.cuh"
+#include "device_common.cuh"
 
 #include <cmath>
 
 namespace spattn::cuda {
 namespace {
+
+using namespace detail;
 
 constexpr int kBN = 64;       // keys per chunk
 constexpr int kWarps = 4;     // each warp owns MT × 16 query rows
@@ -13,10 +15,6 @@ template <class T>
 struct MmaType;
 template <>
 struct MmaType<__half> {
-  static __device__ __forceinline__ std::uint32_t pack(float a, float b) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<std::uint32_t*>(&h);
-  }
   static __device__ __forceinline__ void mma(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -27,10 +25,6 @@ struct MmaType<__half> {
 };
 template <>
 struct MmaType<__nv_bfloat16> {
-  static __device__ __forceinline__ std::uint32_t pack(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<std::uint32_t*>(&h);
-  }
   static __device__ __forceinline__ void mma(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -39,10 +33,6 @@ struct MmaType<__nv_bfloat16> {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
-
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t* r, std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -56,29 +46,11 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t* r, std::uint32_
                : "r"(addr));
 }
 
-/// 16-byte async copy; src_bytes = 0 zero-fills the destination (rows past the end).
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 /// Element offset of (row, col) in a [rows][D] smem tile whose 16-byte chunks are XOR-swizzled by row % 8,
 /// so the 8 rows an ldmatrix reads at one column land in 8 different bank groups.
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
-}
-
-/// Key index of position p in the row's concatenated kept-tile key list, or -1 past the list or `limit`.
-__device__ __forceinline__ int key_at(const std::int32_t* tiles, int count, int tile_k, int p, int limit) {
-  const int slot = p / tile_k;
-  if (slot >= count) return -1;
-  const int j = tiles[slot] * tile_k + (p - slot * tile_k);
-  return j < limit ? j : -1;
 }
 
 template <class T, int D, int MT, bool kMerged>
@@ -250,10 +222,10 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       std::uint32_t a[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = M::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = M::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = M::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = M::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
       }
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
@@ -283,24 +255,9 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        const int col = dt * 8 + 2 * t4;
-        const float o0 = acc_o[mt][dt][2 * half] * inv, o1 = acc_o[mt][dt][2 * half + 1] * inv;
-        if (p.o_dtype == 0) {
-          *reinterpret_cast<float2*>(static_cast<float*>(p.o) + orow + col) = make_float2(o0, o1);
-        } else if (p.o_dtype == 1) {
-          *reinterpret_cast<__half2*>(static_cast<__half*>(p.o) + orow + col) = __floats2half2_rn(o0, o1);
-        } else {
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.o) + orow + col) =
-              __floats2bfloat162_rn(o0, o1);
-        }
-      }
-      if (t4 == 0) {
-        if (p.lse)
-          p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] =
-              l > 0.0f ? (m_run[mt][half] + log2_det(l)) * kLn2 : -INFINITY;
-        if (!(l > 0.0f)) atomicAdd(p.empty_rows, 1);
-      }
+      for (int dt = 0; dt < D / 8; ++dt)
+        store_pair(p, orow, dt * 8 + 2 * t4, acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv);
+      if (t4 == 0) finish_row(p, b, h, i, m_run[mt][half], l);
     }
 }
 

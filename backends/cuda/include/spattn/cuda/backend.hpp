@@ -22,6 +22,12 @@ class DeviceTileMask {
   const std::int64_t* item_ptr() const { return item_ptr_; }
   const std::int32_t* item_tiles() const { return item_tiles_; }
   const std::uint8_t* item_members() const { return item_members_; }
+  /// For tile_q a multiple of 128 (null otherwise): the mask's 128-row blocks (b, mask head, block) encoded
+  /// as (b * mask_heads + h) * order_blocks() + block, sorted by kept key tiles, most first (ties by index),
+  /// blocks past a sequence's end left out. The sm90 kernel runs them in this order.
+  const std::int32_t* order() const { return order_; }
+  int order_size() const { return order_size_; }
+  int order_blocks() const { return order_blocks_; }
 
  private:
   const TileMask& host_;
@@ -30,9 +36,13 @@ class DeviceTileMask {
   std::int64_t* item_ptr_ = nullptr;
   std::int32_t* item_tiles_ = nullptr;
   std::uint8_t* item_members_ = nullptr;
+  std::int32_t* order_ = nullptr;
+  int order_size_ = 0, order_blocks_ = 0;
 };
 
-/// Enqueues the executor on `stream` without synchronising. Arguments must already be validated and
+/// Enqueues the executor on `stream` without synchronising. On a compute-capability-9.0 GPU, masks with
+/// tile_q a multiple of 128 run the sm90 WGMMA kernel, everything else the mma.sync kernel; the environment
+/// variable SPATTN_CUDA_KERNEL=sm80 forces the latter (A/B comparisons, conformance of both). Arguments must already be validated and
 /// covered (CudaBackend::not_supported_reasons empty). cu_seqlens_* are device copies of the problem's
 /// offsets (null when not variable-length); lse and empty_rows (a device counter) are optional.
 void attend_async(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,

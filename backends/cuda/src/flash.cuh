@@ -1,6 +1,11 @@
-// Tile-sparse flash attention with mma.sync (sm_80+; the stepping stone before the sm90 WGMMA kernel).
+// Tile-sparse flash attention kernels: their shared parameter block and launchers.
 //
-// What: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64 and
+// flash_sm90.cu (sm_90a: WGMMA, warp-specialised producer/consumers, mbarrier pipeline) runs query blocks of
+// 128 rows when the mask's tile_q is a multiple of 128 on a compute-capability-9.0 GPU; flash_sm80.cu
+// (mma.sync, sm_80+) runs everything else. Both compute the same function; the conformance target
+// (tests/gpu) checks each against the reference.
+//
+// flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64 and
 // 128: each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
 // key tiles of its mask row as one ascending list of key positions, and processes them 64 at a time:
 // the 64 K and V rows are GATHERED by index into shared memory (cp.async, 16-byte copies, zero-fill past
@@ -45,9 +50,17 @@ struct FlashParams {
   const std::int32_t* item_tiles;
   const std::uint8_t* item_members;
   int* empty_rows;  // device counter
+  // sm90 work order (DeviceTileMask::order): 128-row blocks (b, mask head, block) as
+  // (b * mask_heads + mh) * blocks + block, longest first; the grid runs heads_q / mask_heads CTAs per entry.
+  const std::int32_t* order;
+  int order_blocks;  // 128-row blocks per (b, mask head)
 };
 
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream);
+
+/// sm_90a only (call when the device is compute capability 9.0 and params.order is set).
+template <class T, int D>
+void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream);
 
 }  // namespace spattn::cuda

@@ -1,0 +1,69 @@
+// Device helpers shared by the flash kernels (flash_sm80.cu, flash_sm90.cu): packing, async copies,
+// the kept-key lookup and the output/LSE epilogue, so both kernels write results the same way.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "flash.cuh"
+#include "spattn/online_softmax.hpp"
+
+namespace spattn::cuda::detail {
+
+/// Two fp32 values rounded (RNE) to T and packed into one 32-bit register, low half first.
+template <class T>
+__device__ __forceinline__ std::uint32_t pack2(float a, float b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  }
+}
+
+__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// 16-byte async copy; src_bytes = 0 zero-fills the destination (rows past the end).
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// Key index of position p in the row's concatenated kept-tile key list, or -1 past the list or `limit`.
+__device__ __forceinline__ int key_at(const std::int32_t* tiles, int count, int tile_k, int p, int limit) {
+  const int slot = p / tile_k;
+  if (slot >= count) return -1;
+  const int j = tiles[slot] * tile_k + (p - slot * tile_k);
+  return j < limit ? j : -1;
+}
+
+/// Stores output elements (col, col + 1) of a row starting at element offset `orow`.
+__device__ __forceinline__ void store_pair(const FlashParams& p, std::int64_t orow, int col, float o0, float o1) {
+  if (p.o_dtype == 0) {
+    *reinterpret_cast<float2*>(static_cast<float*>(p.o) + orow + col) = make_float2(o0, o1);
+  } else if (p.o_dtype == 1) {
+    *reinterpret_cast<__half2*>(static_cast<__half*>(p.o) + orow + col) = __floats2half2_rn(o0, o1);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.o) + orow + col) = __floats2bfloat162_rn(o0, o1);
+  }
+}
+
+/// Row statistics after the last tile (one thread per row): the natural-log LSE (−∞ for an empty row) and
+/// the empty-row count.
+__device__ __forceinline__ void finish_row(const FlashParams& p, int b, int h, int i, float m, float l) {
+  if (p.lse)
+    p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] = l > 0.0f ? (m + log2_det(l)) * kLn2 : -INFINITY;
+  if (!(l > 0.0f)) atomicAdd(p.empty_rows, 1);
+}
+
+}  // namespace spattn::cuda::detail

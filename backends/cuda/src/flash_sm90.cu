@@ -1,0 +1,260 @@
+// Tile-sparse flash attention for Hopper (sm_90a): WGMMA tensor-core products fed by a producer warpgroup
+// through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
+// blocks (mask tile_q a multiple of 128) on compute capability 9.0.
+//
+// CTA: 3 warpgroups (384 threads) on one 128-row query block of one head.
+// - Warpgroup 0, the producer (40 registers after setmaxnreg): loads the Q block once, then walks the block's
+//   kept key positions (the mask row's tiles concatenated, as in flash_sm80) 128 at a time: writes the 128 key
+//   indices of a chunk, then GATHERS those K and V rows into a shared-memory stage with 16-byte cp.async
+//   (zero-fill past the end), so every tile_k (1 … 128) runs full 128-key WGMMAs. After its copies land it
+//   fences them into the async proxy (which WGMMA reads through) and arrives on the stage's K and V barriers.
+// - Warpgroups 1 and 2, the consumers (232 registers): 64 query rows each. Per chunk: S = Q·Kᵀ (WGMMA
+//   m64n128k16, both operands in shared memory), causal/past-the-end masking only where the chunk reaches past
+//   the warpgroup's first row, the core's base-2 online softmax (Exp2Fast) in registers, O += P·V (WGMMA with
+//   P from registers, V transposed from shared memory), then release the stage to the producer.
+// The grid runs the mask's 128-row blocks longest first (DeviceTileMask::order), all query heads that share a
+// mask row next to each other (they read the same K/V under GQA).
+#include <cuda_runtime.h>
+
+#include "device_common.cuh"
+#include "sm90.cuh"
+
+namespace spattn::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr int kBM = 128;  // query rows per CTA (2 consumer warpgroups × 64)
+constexpr int kBN = 128;  // keys per chunk
+constexpr int kThreads = 384;
+
+/// Shared-memory plan (byte offsets from a 1024-aligned base).
+template <int D, int kStages>
+struct Plan {
+  static constexpr int kTile = kBN * D * 2;  // one K or V stage; the Q block is the same size (kBM = kBN)
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kBM * D * 2;
+  static constexpr int kV = kK + kStages * kTile;
+  static constexpr int kKeys = kV + kStages * kTile;  // kStages × kBN key indices
+  static constexpr int kBars = kKeys + kStages * kBN * 4;  // q_full, k_full[S], v_full[S], empty[S]
+  static constexpr int kBytes = kBars + (1 + 3 * kStages) * 8 + 1024;  // + slack to align the base
+};
+
+template <class T, int D, int kStages>
+__global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using P = Plan<D, kStages>;
+  extern __shared__ unsigned char smem_raw[];
+  const std::uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  int* s_keys = reinterpret_cast<int*>(smem_raw + (base - smem_addr(smem_raw)) + P::kKeys);
+  const std::uint32_t q_full = base + P::kBars;
+  auto k_full = [&](int s) { return base + P::kBars + 8u * (1 + s); };
+  auto v_full = [&](int s) { return base + P::kBars + 8u * (1 + kStages + s); };
+  auto empty = [&](int s) { return base + P::kBars + 8u * (1 + 2 * kStages + s); };
+
+  // Work item: a 128-row block of (b, mask head) from the longest-first order, and one of the query heads
+  // that share that mask head.
+  const int group = p.heads_q / p.mask_heads;
+  const int item = p.order[blockIdx.x / group];
+  const int blk = item % p.order_blocks;
+  const int mh = (item / p.order_blocks) % p.mask_heads;
+  const int b = item / p.order_blocks / p.mask_heads;
+  const int h = mh * group + static_cast<int>(blockIdx.x % group);
+  const int hkv = h / (p.heads_q / p.heads_kv);
+  const int row0 = blk * kBM;
+  const int nq = p.cu_q ? static_cast<int>(p.cu_q[b + 1] - p.cu_q[b]) : p.seqlen_q;
+  const int nkv = p.cu_kv ? static_cast<int>(p.cu_kv[b + 1] - p.cu_kv[b]) : p.seqlen_kv;
+  const std::int64_t off_q = p.cu_q ? p.cu_q[b] : 0, off_kv = p.cu_kv ? p.cu_kv[b] : 0;
+  const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + row0 / p.tile_q;
+  const std::int32_t* tiles = p.tiles + p.row_ptr[mrow];
+  const int count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+  const int offset = nkv - nq;
+  const int last_row = min(row0 + kBM, nq) - 1;
+  const int limit = p.causal ? min(last_row + offset + 1, nkv) : nkv;
+  const int chunks = (count * p.tile_k + kBN - 1) / kBN;
+
+  const int tid = threadIdx.x, wg = tid / 128;
+  if (tid == 0) {
+    mbar_init(q_full, 128);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full(s), 128);
+      mbar_init(v_full(s), 128);
+      mbar_init(empty(s), 8);  // one arrival per consumer warp
+    }
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    const int t = tid;
+    constexpr int kCols = D / 8;            // 16-byte chunks per row
+    constexpr int kRowStep = 128 / kCols;   // rows covered by one pass of the warpgroup
+    const int c = t % kCols, r_first = t / kCols;
+    const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : b * p.q_sb) + h * p.q_sh + c * 8;
+    const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : b * p.k_sb) + hkv * p.k_sh + c * 8;
+    const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh + c * 8;
+#pragma unroll 4
+    for (int r = r_first; r < kBM; r += kRowStep) {
+      const bool ok = row0 + r < nq;
+      cp_async16(base + P::kQ + swizzled_offset(kBM, r, c), qg + (ok ? (off_q + row0 + r) * p.q_sn : 0), ok ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_async_shared();
+    mbar_arrive(q_full);
+
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int s = chunk % kStages;
+      mbar_wait(empty(s), ((chunk / kStages) & 1) ^ 1);
+      int* keys = s_keys + s * kBN;
+      keys[t] = key_at(tiles, count, p.tile_k, chunk * kBN + t, limit);
+      producer_sync();
+      const std::uint32_t k_dst = base + P::kK + s * P::kTile, v_dst = base + P::kV + s * P::kTile;
+#pragma unroll 4
+      for (int r = r_first; r < kBN; r += kRowStep) {
+        const int j = keys[r];
+        cp_async16(k_dst + swizzled_offset(kBN, r, c), kg + (j >= 0 ? (off_kv + j) * p.k_sn : 0), j >= 0 ? 16 : 0);
+      }
+      cp_async_commit();
+#pragma unroll 4
+      for (int r = r_first; r < kBN; r += kRowStep) {
+        const int j = keys[r];
+        cp_async16(v_dst + swizzled_offset(kBN, r, c), vg + (j >= 0 ? (off_kv + j) * p.v_sn : 0), j >= 0 ? 16 : 0);
+      }
+      cp_async_commit();
+      cp_async_wait<1>();
+      fence_async_shared();
+      mbar_arrive(k_full(s));  // also publishes keys[t]
+      cp_async_wait<0>();
+      fence_async_shared();
+      mbar_arrive(v_full(s));
+    }
+  } else {
+    // ---------------- consumers ----------------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    constexpr bool kHalf = std::is_same_v<T, __half>;
+    const int cw = wg - 1, tw = tid - 128 * wg, warp = tw / 32, lane = tw % 32, g = lane / 4, t4 = lane % 4;
+    const int wg_row0 = row0 + 64 * cw;  // first query row of this warpgroup
+    float acc_o[D / 2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+    const std::uint32_t q_base = base + P::kQ + cw * 64 * 128;
+
+    mbar_wait(q_full, 0);
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int s = chunk % kStages;
+      const std::uint32_t parity = (chunk / kStages) & 1;
+      const std::uint32_t k_base = base + P::kK + s * P::kTile, v_base = base + P::kV + s * P::kTile;
+      const int* keys = s_keys + s * kBN;
+
+      // S = Q·Kᵀ: 64 rows × 128 keys, D/16 steps of k16 (4 per 64-column block of the swizzled tiles).
+      float acc_s[64];
+      mbar_wait(k_full(s), parity);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const std::uint32_t col = (ks % 4) * 32u;  // k16 = 32 bytes inside the 128-byte swizzled row
+        wgmma_ss_n128<kHalf>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
+                             smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+
+      // Masking is needed only where a key is past the end or past this warpgroup's first row (causal).
+      const int last_key = keys[kBN - 1];
+      const bool need_mask = last_key < 0 || (p.causal && last_key > wg_row0 + offset);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = wg_row0 + warp * 16 + g + 8 * half;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = acc_s[4 * nt + 2 * half + e] * p.scale_log2;
+            if (need_mask) {
+              const int j = keys[nt * 8 + 2 * t4 + e];
+              if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
+            }
+            acc_s[4 * nt + 2 * half + e] = x;
+            mx = x > mx ? x : mx;
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = mx > m_run[half] ? mx : m_run[half];
+        const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float w = softmax_weight(acc_s[4 * nt + 2 * half + e], m_new, Exp2Fast{});
+            acc_s[4 * nt + 2 * half + e] = w;
+            sum += w;
+          }
+        l_run[half] = fma_f32(l_run[half], alpha, sum);
+        m_run[half] = m_new;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+          acc_o[4 * dt + 2 * half] *= alpha;
+          acc_o[4 * dt + 2 * half + 1] *= alpha;
+        }
+      }
+
+      // O += P·V: P (rounded to T) from the S registers — the m64n128 accumulator layout of 16 keys is the
+      // m64k16 A-fragment layout — and V transposed from the swizzled stage (LBO: the next 64 columns of D).
+      std::uint32_t pf[kBN / 16][4];  // all fragments first: registers written after the fence stall WGMMA
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
+      mbar_wait(v_full(s), parity);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk)
+        wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty(s));
+    }
+
+    // Epilogue: reduce l over the quad, normalise, store (rows past the sequence are not written).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_run[half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int i = wg_row0 + warp * 16 + g + 8 * half;
+      if (i >= nq) continue;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        store_pair(p, orow, dt * 8 + 2 * t4, acc_o[4 * dt + 2 * half] * inv, acc_o[4 * dt + 2 * half + 1] * inv);
+      if (t4 == 0) finish_row(p, b, h, i, m_run[half], l);
+    }
+  }
+#else
+  __trap();  // built without sm_90a: the dispatcher never launches this kernel there
+#endif
+}
+
+}  // namespace
+
+template <class T, int D>
+void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
+  constexpr int kStages = 2;
+  using P = Plan<D, kStages>;
+  cudaFuncSetAttribute(flash_sm90_kernel<T, D, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
+  const int grid = order_size * (params.heads_q / params.mask_heads);
+  if (grid > 0) flash_sm90_kernel<T, D, kStages><<<grid, kThreads, P::kBytes, stream>>>(params);
+}
+
+template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__half, 128>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__nv_bfloat16, 64>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__nv_bfloat16, 128>(const FlashParams&, int, cudaStream_t);
+
+}  // namespace spattn::cuda
