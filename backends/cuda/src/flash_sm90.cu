@@ -16,6 +16,8 @@
 // mask row next to each other (they read the same K/V under GQA).
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 #include "device_common.cuh"
 #include "sm90.cuh"
 
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
   if (tid == 0) {
     mbar_init(q_full, 128);
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(k_full(s), 128);
+      mbar_init(k_full(s), 256);  // per producer thread: a release arrive (keys) and its copies' arrive
       mbar_init(v_full(s), 128);
       mbar_init(empty(s), 8);  // one arrival per consumer warp
     }
@@ -116,20 +118,16 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
         const int j = keys[r];
         cp_async16(k_dst + swizzled_offset(kBN, r, c), kg + (j >= 0 ? (off_kv + j) * p.k_sn : 0), j >= 0 ? 16 : 0);
       }
-      cp_async_commit();
+      mbar_arrive(k_full(s));           // publishes keys[t] (release)
+      cp_async_mbar_arrive(k_full(s));  // completes when this thread's K copies have landed
 #pragma unroll 4
       for (int r = r_first; r < kBN; r += kRowStep) {
         const int j = keys[r];
         cp_async16(v_dst + swizzled_offset(kBN, r, c), vg + (j >= 0 ? (off_kv + j) * p.v_sn : 0), j >= 0 ? 16 : 0);
       }
-      cp_async_commit();
-      cp_async_wait<1>();
-      fence_async_shared();
-      mbar_arrive(k_full(s));  // also publishes keys[t]
-      cp_async_wait<0>();
-      fence_async_shared();
-      mbar_arrive(v_full(s));
+      cp_async_mbar_arrive(v_full(s));
     }
+    cp_async_wait<0>();  // nothing left in flight when the producer exits
   } else {
     // ---------------- consumers ----------------
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -141,28 +139,36 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
     const std::uint32_t q_base = base + P::kQ + cw * 64 * 128;
+    float acc_s[64];                 // S of the current chunk, then its weights
+    std::uint32_t pf[kBN / 16][4];   // P of the previous chunk (A fragments of P·V), in flight with S
 
-    mbar_wait(q_full, 0);
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int s = chunk % kStages;
-      const std::uint32_t parity = (chunk / kStages) & 1;
-      const std::uint32_t k_base = base + P::kK + s * P::kTile, v_base = base + P::kV + s * P::kTile;
-      const int* keys = s_keys + s * kBN;
-
-      // S = Q·Kᵀ: 64 rows × 128 keys, D/16 steps of k16 (4 per 64-column block of the swizzled tiles).
-      float acc_s[64];
-      mbar_wait(k_full(s), parity);
-      wgmma_fence();
+    // S = Q·Kᵀ for the chunk in stage s: 64 rows × 128 keys, D/16 k16 steps (32 bytes each inside the
+    // 128-byte swizzled rows, then the next 64-column block).
+    auto issue_s = [&](int s) {
+      const std::uint32_t k_base = base + P::kK + s * P::kTile;
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
-        const std::uint32_t col = (ks % 4) * 32u;  // k16 = 32 bytes inside the 128-byte swizzled row
+        const std::uint32_t col = (ks % 4) * 32u;
         wgmma_ss_n128<kHalf>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
                              smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();
-
-      // Masking is needed only where a key is past the end or past this warpgroup's first row (causal).
+    };
+    // O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 columns of D).
+    auto issue_pv = [&](int s) {
+      const std::uint32_t v_base = base + P::kV + s * P::kTile;
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk)
+        wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
+      wgmma_commit();
+    };
+    // Online softmax of acc_s (raw scores) for the chunk in stage s: masks keys past the end or, if causal,
+    // past the row; folds the chunk into (m, l) and leaves the weights 2^(x·scale − m) in acc_s. Returns the
+    // factor for O per row half. Same function as softmax_rescale/softmax_weight with Exp2Fast: the max is
+    // taken on raw scores (scaling is monotonic), and a row whose max is still −∞ uses 0 so masked
+    // scores give 2^−∞ = 0.
+    auto softmax = [&](int s, float (&alpha)[2]) {
+      const int* keys = s_keys + s * kBN;
       const int last_key = keys[kBN - 1];
       const bool need_mask = last_key < 0 || (p.causal && last_key > wg_row0 + offset);
 #pragma unroll
@@ -173,51 +179,83 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
         for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            float x = acc_s[4 * nt + 2 * half + e] * p.scale_log2;
+            float& x = acc_s[4 * nt + 2 * half + e];
             if (need_mask) {
               const int j = keys[nt * 8 + 2 * t4 + e];
               if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
             }
-            acc_s[4 * nt + 2 * half + e] = x;
-            mx = x > mx ? x : mx;
+            mx = fmaxf(mx, x);
           }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = mx > m_run[half] ? mx : m_run[half];
-        const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
+        const float m_new = fmaxf(mx * p.scale_log2, m_run[half]);
+        alpha[half] = softmax_rescale(m_run[half], m_new, Exp2Fast{});
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float w = softmax_weight(acc_s[4 * nt + 2 * half + e], m_new, Exp2Fast{});
-            acc_s[4 * nt + 2 * half + e] = w;
-            sum += w;
+            float& x = acc_s[4 * nt + 2 * half + e];
+            x = exp2_fast(x * p.scale_log2 - m_use);
+            sum += x;
           }
-        l_run[half] = fma_f32(l_run[half], alpha, sum);
+        l_run[half] = fma_f32(l_run[half], alpha[half], sum);
         m_run[half] = m_new;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          acc_o[4 * dt + 2 * half] *= alpha;
-          acc_o[4 * dt + 2 * half + 1] *= alpha;
-        }
       }
-
-      // O += P·V: P (rounded to T) from the S registers — the m64n128 accumulator layout of 16 keys is the
-      // m64k16 A-fragment layout — and V transposed from the swizzled stage (LBO: the next 64 columns of D).
-      std::uint32_t pf[kBN / 16][4];  // all fragments first: registers written after the fence stall WGMMA
+    };
+    auto pack_p = [&] {
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
-      mbar_wait(v_full(s), parity);
+    };
+    auto wait_full = [&](std::uint32_t bar, int chunk) {
+      mbar_wait(bar, (chunk / kStages) & 1);
+      fence_async_shared();  // the cp.async writes (generic proxy) before WGMMA reads them (async proxy)
+    };
+
+    // Software pipeline (FlashAttention-3's intra-warpgroup overlap): while P_{j-1}·V_{j-1} runs on the
+    // tensor cores, this warpgroup computes the softmax of S_j.
+    mbar_wait(q_full, 0);
+    if (chunks > 0) {
+      float alpha[2];
+      wait_full(k_full(0), 0);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
-      wgmma_commit();
+      issue_s(0);
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(empty(s));
+      softmax(0, alpha);
+      pack_p();
+    }
+    for (int chunk = 1; chunk < chunks; ++chunk) {
+      const int s = chunk % kStages, prev = (chunk - 1) % kStages;
+      float alpha[2];
+      wait_full(k_full(s), chunk);
+      wgmma_fence();
+      issue_s(s);
+      wait_full(v_full(prev), chunk - 1);
+      wgmma_fence();
+      issue_pv(prev);
+      wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
+      softmax(s, alpha);
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty(prev));
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        acc_o[4 * dt] *= alpha[0];
+        acc_o[4 * dt + 1] *= alpha[0];
+        acc_o[4 * dt + 2] *= alpha[1];
+        acc_o[4 * dt + 3] *= alpha[1];
+      }
+      pack_p();
+    }
+    if (chunks > 0) {
+      const int last = (chunks - 1) % kStages;
+      wait_full(v_full(last), chunks - 1);
+      wgmma_fence();
+      issue_pv(last);
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(empty(last));
     }
 
     // Epilogue: reduce l over the quad, normalise, store (rows past the sequence are not written).
@@ -243,13 +281,19 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
 
 }  // namespace
 
-template <class T, int D>
-void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
-  constexpr int kStages = 2;
+template <class T, int D, int kStages>
+void launch_stages(const FlashParams& params, int order_size, cudaStream_t stream) {
   using P = Plan<D, kStages>;
   cudaFuncSetAttribute(flash_sm90_kernel<T, D, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int grid = order_size * (params.heads_q / params.mask_heads);
   if (grid > 0) flash_sm90_kernel<T, D, kStages><<<grid, kThreads, P::kBytes, stream>>>(params);
+}
+
+template <class T, int D>
+void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
+  const char* st = std::getenv("SPATTN_SM90_STAGES");  // EXPERIMENT
+  if (st && st[0] == '2') launch_stages<T, D, 2>(params, order_size, stream);
+  else launch_stages<T, D, 3>(params, order_size, stream);
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);

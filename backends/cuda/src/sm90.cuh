@@ -105,6 +105,11 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
         : "memory");
   } while (!done);
 }
+/// Arrives on `bar` when all of this thread's earlier cp.async copies have completed (the barrier's expected
+/// count includes this arrival: .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
 /// Makes this thread's completed shared-memory writes (cp.async included) visible to the async proxy (WGMMA).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
