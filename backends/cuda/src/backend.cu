@@ -77,6 +77,7 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
   if (!aligned(o.data, 8) || o.stride_n % 2 || o.stride_h % 2 || o.stride_b % 2)
     why.push_back("o needs 8-byte aligned element pairs");
   if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");
+  if (k.stride_n > INT32_MAX || v.stride_n > INT32_MAX) why.push_back("k/v row strides must be < 2^31 elements");
   if (mask.tiles.size() > (std::size_t{1} << 31)) why.push_back("mask too large");
   return why;
 }
@@ -134,7 +135,12 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
     }
     std::vector<std::int32_t> idx(order.size());
     for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int32_t>(i);
-    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) { return kept[a] > kept[b]; });
+    // Longest first inside each (batch, mask head): the CTAs in flight then read the K/V of one or two heads,
+    // which stay in L2 (all heads longest-first would stream every head's K/V at once).
+    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) {
+      const std::int64_t ha = order[a] / blocks, hb = order[b] / blocks;
+      return ha != hb ? ha < hb : kept[a] > kept[b];
+    });
     std::vector<std::int32_t> sorted(order.size());
     for (std::size_t i = 0; i < idx.size(); ++i) sorted[i] = order[idx[i]];
     order_size_ = static_cast<int>(sorted.size());

@@ -42,7 +42,7 @@ struct Plan {
   static constexpr int kBytes = kBars + (1 + 3 * kStages) * 8 + 1024;  // + slack to align the base
 };
 
-template <class T, int D, int kStages>
+template <class T, int D, int kStages, bool kPingpong>
 __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<D, kStages>;
@@ -94,8 +94,9 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
     constexpr int kRowStep = 128 / kCols;   // rows covered by one pass of the warpgroup
     const int c = t % kCols, r_first = t / kCols;
     const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : b * p.q_sb) + h * p.q_sh + c * 8;
-    const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : b * p.k_sb) + hkv * p.k_sh + c * 8;
-    const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh + c * 8;
+    const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : b * p.k_sb) + hkv * p.k_sh + off_kv * p.k_sn + c * 8;
+    const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh + off_kv * p.v_sn + c * 8;
+    const int k_sn = static_cast<int>(p.k_sn), v_sn = static_cast<int>(p.v_sn);  // < 2^31 (checked on the host)
 #pragma unroll 4
     for (int r = r_first; r < kBM; r += kRowStep) {
       const bool ok = row0 + r < nq;
@@ -112,18 +113,21 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
       int* keys = s_keys + s * kBN;
       keys[t] = key_at(tiles, count, p.tile_k, chunk * kBN + t, limit);
       producer_sync();
-      const std::uint32_t k_dst = base + P::kK + s * P::kTile, v_dst = base + P::kV + s * P::kTile;
-#pragma unroll 4
-      for (int r = r_first; r < kBN; r += kRowStep) {
-        const int j = keys[r];
-        cp_async16(k_dst + swizzled_offset(kBN, r, c), kg + (j >= 0 ? (off_kv + j) * p.k_sn : 0), j >= 0 ? 16 : 0);
+      // This thread copies 16-byte chunk c of rows r_first + kRowStep·i: their swizzled destinations are
+      // dst0 + i·kRowStep·128 (r % 8 is the same for all of them).
+      const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
+      const std::uint32_t k_dst = base + P::kK + s * P::kTile + dst0, v_dst = base + P::kV + s * P::kTile + dst0;
+#pragma unroll
+      for (int i = 0; i < kBN / kRowStep; ++i) {
+        const int j = keys[r_first + i * kRowStep];
+        cp_async16(k_dst + i * kRowStep * 128, kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? 16 : 0);
       }
       mbar_arrive(k_full(s));           // publishes keys[t] (release)
       cp_async_mbar_arrive(k_full(s));  // completes when this thread's K copies have landed
-#pragma unroll 4
-      for (int r = r_first; r < kBN; r += kRowStep) {
-        const int j = keys[r];
-        cp_async16(v_dst + swizzled_offset(kBN, r, c), vg + (j >= 0 ? (off_kv + j) * p.v_sn : 0), j >= 0 ? 16 : 0);
+#pragma unroll
+      for (int i = 0; i < kBN / kRowStep; ++i) {
+        const int j = keys[r_first + i * kRowStep];
+        cp_async16(v_dst + i * kRowStep * 128, vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? 16 : 0);
       }
       cp_async_mbar_arrive(v_full(s));
     }
@@ -227,15 +231,21 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
       softmax(0, alpha);
       pack_p();
     }
+    // Ping-pong (FlashAttention-3): the two warpgroups take turns issuing their GEMMs, so one's softmax runs
+    // while the other's GEMMs use the tensor cores. Named barrier 2 + cw is "warpgroup cw may issue"; the
+    // other warpgroup arrives on it after issuing its own. Warpgroup 0 goes first.
+    if (kPingpong && cw == 1) named_arrive(2, 256);
     for (int chunk = 1; chunk < chunks; ++chunk) {
       const int s = chunk % kStages, prev = (chunk - 1) % kStages;
       float alpha[2];
       wait_full(k_full(s), chunk);
+      if (kPingpong) named_sync(2 + cw, 256);
       wgmma_fence();
       issue_s(s);
       wait_full(v_full(prev), chunk - 1);
       wgmma_fence();
       issue_pv(prev);
+      if (kPingpong) named_arrive(2 + (cw ^ 1), 256);
       wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
       softmax(s, alpha);
       wgmma_wait<0>();
@@ -281,19 +291,17 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
 
 }  // namespace
 
-template <class T, int D, int kStages>
+template <class T, int D, int kStages, bool kPingpong>
 void launch_stages(const FlashParams& params, int order_size, cudaStream_t stream) {
   using P = Plan<D, kStages>;
-  cudaFuncSetAttribute(flash_sm90_kernel<T, D, kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
+  cudaFuncSetAttribute(flash_sm90_kernel<T, D, kStages, kPingpong>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int grid = order_size * (params.heads_q / params.mask_heads);
-  if (grid > 0) flash_sm90_kernel<T, D, kStages><<<grid, kThreads, P::kBytes, stream>>>(params);
+  if (grid > 0) flash_sm90_kernel<T, D, kStages, kPingpong><<<grid, kThreads, P::kBytes, stream>>>(params);
 }
 
 template <class T, int D>
 void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
-  const char* st = std::getenv("SPATTN_SM90_STAGES");  // EXPERIMENT
-  if (st && st[0] == '2') launch_stages<T, D, 2>(params, order_size, stream);
-  else launch_stages<T, D, 3>(params, order_size, stream);
+  launch_stages<T, D, 3, true>(params, order_size, stream);
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);

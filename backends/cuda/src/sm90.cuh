@@ -113,5 +113,12 @@ __device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t bar) {
 /// Makes this thread's completed shared-memory writes (cp.async included) visible to the async proxy (WGMMA).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+/// Named barrier `id` (1…15; 0 is __syncthreads) over `threads` threads: wait for it / only arrive.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 }  // namespace spattn::cuda::detail

@@ -23,7 +23,7 @@ class DeviceTileMask {
   const std::int32_t* item_tiles() const { return item_tiles_; }
   const std::uint8_t* item_members() const { return item_members_; }
   /// For tile_q a multiple of 128 (null otherwise): the mask's 128-row blocks (b, mask head, block) encoded
-  /// as (b * mask_heads + h) * order_blocks() + block, sorted by kept key tiles, most first (ties by index),
+  /// as (b * mask_heads + h) * order_blocks() + block, by (batch, mask head), then by kept key tiles, most first (ties by index),
   /// blocks past a sequence's end left out. The sm90 kernel runs them in this order.
   const std::int32_t* order() const { return order_; }
   int order_size() const { return order_size_; }
