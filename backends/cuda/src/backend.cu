@@ -204,6 +204,7 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.empty_rows = empty_rows;
   f.order = dmask.order();
   f.order_blocks = dmask.order_blocks();
+  f.total_kv = p.cu_seqlens_kv.empty() ? p.seqlen_kv : p.cu_seqlens_kv.back();
   const bool bf16 = p.dtype == DType::bf16;
   if (f.order != nullptr && use_sm90()) {
     const int n = dmask.order_size();

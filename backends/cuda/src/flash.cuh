@@ -54,6 +54,7 @@ struct FlashParams {
   // (b * mask_heads + mh) * blocks + block, longest first; the grid runs heads_q / mask_heads CTAs per entry.
   const std::int32_t* order;
   int order_blocks;  // 128-row blocks per (b, mask head)
+  std::int64_t total_kv;  // rows of K and V along N: seqlen_kv, or the packed total of a variable-length batch
 };
 
 template <class T, int D>

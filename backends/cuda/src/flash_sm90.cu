@@ -14,6 +14,7 @@
 //   P from registers, V transposed from shared memory), then release the stage to the producer.
 // The grid runs the mask's 128-row blocks longest first (DeviceTileMask::order), all query heads that share a
 // mask row next to each other (they read the same K/V under GQA).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdlib>
@@ -42,8 +43,10 @@ struct Plan {
   static constexpr int kBytes = kBars + (1 + 3 * kStages) * 8 + 1024;  // + slack to align the base
 };
 
-template <class T, int D, int kStages, bool kPingpong>
-__global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashParams p) {
+template <class T, int D, int kStages, bool kPingpong, bool kTma>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
+                      const __grid_constant__ CUtensorMap tma_v) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<D, kStages>;
   extern __shared__ unsigned char smem_raw[];
@@ -113,6 +116,26 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
       int* keys = s_keys + s * kBN;
       keys[t] = key_at(tiles, count, p.tile_k, chunk * kBN + t, limit);
       producer_sync();
+      const int j0 = keys[0];
+      if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) {
+        // 128 consecutive keys (keys ascend strictly): D/64 TMA boxes of 128 rows × 64 columns each for K and V,
+        // swizzled by the copy engine exactly like the cp.async path below.
+        if (t == 0) {
+          const int row = static_cast<int>(off_kv) + j0, bb = p.cu_kv ? 0 : b;
+          mbar_expect_tx(k_full(s), kBN * D * 2);
+#pragma unroll
+          for (int cb = 0; cb < D / 64; ++cb)
+            tma_load_4d(base + P::kK + s * P::kTile + cb * kBN * 128, &tma_k, cb * 64, row, hkv, bb, k_full(s));
+          mbar_expect_tx(v_full(s), kBN * D * 2);
+#pragma unroll
+          for (int cb = 0; cb < D / 64; ++cb)
+            tma_load_4d(base + P::kV + s * P::kTile + cb * kBN * 128, &tma_v, cb * 64, row, hkv, bb, v_full(s));
+        }
+        mbar_arrive(k_full(s));
+        cp_async_mbar_arrive(k_full(s));
+        cp_async_mbar_arrive(v_full(s));
+        continue;
+      }
       // This thread copies 16-byte chunk c of rows r_first + kRowStep·i: their swizzled destinations are
       // dst0 + i·kRowStep·128 (r % 8 is the same for all of them).
       const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
@@ -289,19 +312,64 @@ __global__ void __launch_bounds__(kThreads, 1) flash_sm90_kernel(const FlashPara
 #endif
 }
 
-}  // namespace
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-template <class T, int D, int kStages, bool kPingpong>
-void launch_stages(const FlashParams& params, int order_size, cudaStream_t stream) {
-  using P = Plan<D, kStages>;
-  cudaFuncSetAttribute(flash_sm90_kernel<T, D, kStages, kPingpong>, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
-  const int grid = order_size * (params.heads_q / params.mask_heads);
-  if (grid > 0) flash_sm90_kernel<T, D, kStages, kPingpong><<<grid, kThreads, P::kBytes, stream>>>(params);
+/// cuTensorMapEncodeTiled from the driver, found once through the runtime (no link to libcuda); null if absent.
+EncodeTiled encode_tiled() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      return EncodeTiled{nullptr};
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
 }
 
+/// A 4-D tensor map (D, rows, heads_kv, batch) over K or V with 128 × 64 boxes and the 128-byte swizzle.
+bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& p, std::int64_t sn, std::int64_t sh,
+              std::int64_t sb, int d) {
+  const EncodeTiled encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const bool varlen = p.cu_kv != nullptr;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(p.total_kv),
+                              static_cast<cuuint64_t>(p.heads_kv), varlen ? 1u : static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sn) * 2, static_cast<cuuint64_t>(sh) * 2,
+                                 static_cast<cuuint64_t>(varlen || sb == 0 ? 16 : sb * 2)};
+  const cuuint32_t box[4] = {64, kBN, 1, 1}, unit[4] = {1, 1, 1, 1};
+  return encode(&map, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                const_cast<void*>(data), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <class T, int D, bool kTma>
+void launch_kernel(const FlashParams& params, const CUtensorMap& tk, const CUtensorMap& tv, int order_size,
+                   cudaStream_t stream) {
+  constexpr int kStages = 3;
+  using P = Plan<D, kStages>;
+  auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma>;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
+  const int grid = order_size * (params.heads_q / params.mask_heads);
+  if (grid > 0) kernel<<<grid, kThreads, P::kBytes, stream>>>(params, tk, tv);
+}
+
+}  // namespace
+
+/// Contiguous 128-key chunks are copied by TMA when the driver encodes tensor maps for K and V (it refuses
+/// strides that are not multiples of 16 bytes, for one); gathered chunks always take the cp.async path.
 template <class T, int D>
 void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
-  launch_stages<T, D, 3, true>(params, order_size, stream);
+  constexpr bool kHalf = std::is_same_v<T, __half>;
+  CUtensorMap tk{}, tv{};
+  const bool tma = std::getenv("SPATTN_CUDA_NO_TMA") == nullptr &&
+                   make_map(tk, kHalf, params.k, params, params.k_sn, params.k_sh, params.k_sb, D) &&
+                   make_map(tv, kHalf, params.v, params, params.v_sn, params.v_sh, params.v_sb, D);
+  if (tma) launch_kernel<T, D, true>(params, tk, tv, order_size, stream);
+  else launch_kernel<T, D, false>(params, tk, tv, order_size, stream);
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);
