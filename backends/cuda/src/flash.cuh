@@ -55,6 +55,7 @@ struct FlashParams {
   const std::int32_t* order;
   int order_blocks;  // 128-row blocks per (b, mask head)
   std::int64_t total_kv;  // rows of K and V along N: seqlen_kv, or the packed total of a variable-length batch
+  int tma_fine_rows;      // sm90: tile_k when fully valid chunks of such tiles load by TMA (set by the launcher)
 };
 
 template <class T, int D>

@@ -46,7 +46,8 @@ struct Plan {
 template <class T, int D, int kStages, bool kPingpong, bool kTma>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
-                      const __grid_constant__ CUtensorMap tma_v) {
+                      const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_k_fine,
+                      const __grid_constant__ CUtensorMap tma_v_fine) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<D, kStages>;
   extern __shared__ unsigned char smem_raw[];
@@ -130,6 +131,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int cb = 0; cb < D / 64; ++cb)
             tma_load_4d(base + P::kV + s * P::kTile + cb * kBN * 128, &tma_v, cb * 64, row, hkv, bb, v_full(s));
+        }
+        mbar_arrive(k_full(s));
+        cp_async_mbar_arrive(k_full(s));
+        cp_async_mbar_arrive(v_full(s));
+        continue;
+      }
+      if (kTma && p.tma_fine_rows > 0 && keys[kBN - 1] >= 0) {
+        // Every key of the chunk valid, tiles of tile_k = tma_fine_rows (8 … 64) keys: one TMA box of
+        // tile_k rows per tile, column block and tensor, issued by one lane per tile of warp 0.
+        if (t < 32) {
+          const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
+          if (t == 0) {
+            mbar_expect_tx(k_full(s), kBN * D * 2);
+            mbar_expect_tx(v_full(s), kBN * D * 2);
+          }
+          __syncwarp();
+          if (t < tiles_here) {
+            const int row = static_cast<int>(off_kv) + keys[t * rows], bb = p.cu_kv ? 0 : b;
+#pragma unroll
+            for (int cb = 0; cb < D / 64; ++cb) {
+              const std::uint32_t at = s * P::kTile + cb * kBN * 128 + t * rows * 128;
+              tma_load_4d(base + P::kK + at, &tma_k_fine, cb * 64, row, hkv, bb, k_full(s));
+              tma_load_4d(base + P::kV + at, &tma_v_fine, cb * 64, row, hkv, bb, v_full(s));
+            }
+          }
         }
         mbar_arrive(k_full(s));
         cp_async_mbar_arrive(k_full(s));
@@ -329,9 +355,9 @@ EncodeTiled encode_tiled() {
   return fn;
 }
 
-/// A 4-D tensor map (D, rows, heads_kv, batch) over K or V with 128 × 64 boxes and the 128-byte swizzle.
+/// A 4-D tensor map (D, rows, heads_kv, batch) over K or V with box_rows × 64 boxes and the 128-byte swizzle.
 bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& p, std::int64_t sn, std::int64_t sh,
-              std::int64_t sb, int d) {
+              std::int64_t sb, int d, int box_rows) {
   const EncodeTiled encode = encode_tiled();
   if (encode == nullptr) return false;
   const bool varlen = p.cu_kv != nullptr;
@@ -339,7 +365,7 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
                               static_cast<cuuint64_t>(p.heads_kv), varlen ? 1u : static_cast<cuuint64_t>(p.batch)};
   const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sn) * 2, static_cast<cuuint64_t>(sh) * 2,
                                  static_cast<cuuint64_t>(varlen || sb == 0 ? 16 : sb * 2)};
-  const cuuint32_t box[4] = {64, kBN, 1, 1}, unit[4] = {1, 1, 1, 1};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
   return encode(&map, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
                 const_cast<void*>(data), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -347,29 +373,37 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
 }
 
 template <class T, int D, bool kTma>
-void launch_kernel(const FlashParams& params, const CUtensorMap& tk, const CUtensorMap& tv, int order_size,
-                   cudaStream_t stream) {
+void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
   constexpr int kStages = 3;
   using P = Plan<D, kStages>;
   auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int grid = order_size * (params.heads_q / params.mask_heads);
-  if (grid > 0) kernel<<<grid, kThreads, P::kBytes, stream>>>(params, tk, tv);
+  if (grid > 0) kernel<<<grid, kThreads, P::kBytes, stream>>>(params, maps[0], maps[1], maps[2], maps[3]);
 }
 
 }  // namespace
 
-/// Contiguous 128-key chunks are copied by TMA when the driver encodes tensor maps for K and V (it refuses
-/// strides that are not multiples of 16 bytes, for one); gathered chunks always take the cp.async path.
+/// Chunks of 128 consecutive keys are copied by TMA when the driver encodes tensor maps for K and V (it refuses
+/// strides that are not multiples of 16 bytes, for one); so are fully valid chunks of 8-, 16-, 32- or 64-key
+/// tiles (one box per tile). Other chunks (stripes, the causal diagonal, the end) take the cp.async gather.
+/// SPATTN_CUDA_NO_TMA=1 forces cp.async everywhere (A/B runs, conformance of both paths).
 template <class T, int D>
 void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
   constexpr bool kHalf = std::is_same_v<T, __half>;
-  CUtensorMap tk{}, tv{};
+  CUtensorMap maps[4] = {};
+  FlashParams f = params;
+  const int fine = params.tile_k;
   const bool tma = std::getenv("SPATTN_CUDA_NO_TMA") == nullptr &&
-                   make_map(tk, kHalf, params.k, params, params.k_sn, params.k_sh, params.k_sb, D) &&
-                   make_map(tv, kHalf, params.v, params, params.v_sn, params.v_sh, params.v_sb, D);
-  if (tma) launch_kernel<T, D, true>(params, tk, tv, order_size, stream);
-  else launch_kernel<T, D, false>(params, tk, tv, order_size, stream);
+                   make_map(maps[0], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, kBN) &&
+                   make_map(maps[1], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, kBN);
+  f.tma_fine_rows = 0;
+  if (tma && (fine == 8 || fine == 16 || fine == 32 || fine == 64) &&
+      make_map(maps[2], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, fine) &&
+      make_map(maps[3], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, fine))
+    f.tma_fine_rows = fine;
+  if (tma) launch_kernel<T, D, true>(f, maps, order_size, stream);
+  else launch_kernel<T, D, false>(f, maps, order_size, stream);
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);
