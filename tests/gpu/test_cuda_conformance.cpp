@@ -129,7 +129,8 @@ TEST_CASE("CUDA executor matches the reference over the shape table") {
 }
 
 // Masks with tile_q a multiple of 128 run the sm90 WGMMA kernel on an H100/H200; the same table runs again
-// with SPATTN_CUDA_KERNEL=sm80 so both kernels are held to the reference.
+// with SPATTN_CUDA_NO_TMA=1 (every chunk through the cp.async gather) and with SPATTN_CUDA_KERNEL=sm80, so
+// both kernels and both load paths are held to the reference.
 const std::vector<GpuCase> kBlock128Cases = {
     {"128 tiny N=1", 1, 1, 1, 1, 1, 64, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
     {"128 dense odd N=1000", 1, 2, 2, 1000, 1000, 128, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
@@ -148,6 +149,12 @@ const std::vector<GpuCase> kBlock128Cases = {
 
 TEST_CASE("CUDA executor, 128-row query tiles (sm90 kernel on Hopper), matches the reference") {
   for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
+}
+
+TEST_CASE("CUDA executor, 128-row query tiles with the cp.async gather only (no TMA), matches the reference") {
+  setenv("SPATTN_CUDA_NO_TMA", "1", 1);
+  for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
+  unsetenv("SPATTN_CUDA_NO_TMA");
 }
 
 TEST_CASE("CUDA executor, 128-row query tiles with the mma.sync kernel forced, matches the reference") {
