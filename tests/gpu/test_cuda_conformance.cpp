@@ -163,6 +163,88 @@ TEST_CASE("CUDA executor, 128-row query tiles with the mma.sync kernel forced, m
   unsetenv("SPATTN_CUDA_KERNEL");
 }
 
+// PV-skip on the sm90 kernel. Q and K hold small integers, so every score is an exact integer on both sides
+// (any summation order) and the skip decisions — exact comparisons of scaled maxima — are the reference's;
+// the skipped counts must then be equal and the outputs within the usual tolerance.
+struct PvCase {
+  const char* name;
+  std::int64_t hq, hkv, nq, nkv;
+  bool causal;
+  DType dtype;
+  std::int32_t tile_q, tile_k;
+  float threshold;
+  int vote, exempt;
+  double density;
+};
+
+std::int64_t check_pv_case(const PvCase& c) {
+  CAPTURE(c.name);
+  Problem p;
+  p.heads_q = c.hq;
+  p.heads_kv = c.hkv;
+  p.seqlen_q = c.nq;
+  p.seqlen_kv = c.nkv;
+  p.head_dim = 128;
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  HostTensor q(c.dtype, 1, c.hq, c.nq, 128), k(c.dtype, 1, c.hkv, c.nkv, 128), v(c.dtype, 1, c.hkv, c.nkv, 128);
+  // Q in {0, 1, 2}; K in {1, 2} ("hot" keys) except every third block of 128 keys, which holds {-2, -1, 0}
+  // ("cold"): a cold tile's scores sit far below the running max, so it is skipped unless exempt.
+  for (std::int64_t h = 0; h < c.hq; ++h)
+    for (std::int64_t n = 0; n < c.nq; ++n)
+      for (std::int64_t d = 0; d < 128; ++d) q.set(0, h, n, d, std::floor(static_cast<float>(uniform(0.0, 3.0))));
+  for (std::int64_t h = 0; h < c.hkv; ++h)
+    for (std::int64_t n = 0; n < c.nkv; ++n) {
+      const bool cold = (n / 128) % 3 == 1;
+      for (std::int64_t d = 0; d < 128; ++d)
+        k.set(0, h, n, d, std::floor(static_cast<float>(cold ? uniform(-2.0, 1.0) : uniform(1.0, 3.0))));
+    }
+  fill_random(v);
+  const TileMask mask = random_mask(MaskShape::of(p, c.tile_q, c.tile_k), c.density);
+  AttendOptions options;
+  options.pv_threshold = c.threshold;
+  options.pv_vote_rows = c.vote;
+  options.pv_exempt_last = c.exempt;
+  if (c.hq > 1) {  // per-head thresholds: head 1 never skips
+    options.pv_threshold_per_head.assign(static_cast<std::size_t>(c.hq), c.threshold);
+    options.pv_threshold_per_head[1] = INFINITY;
+  }
+  HostTensor want(DType::f32, 1, c.hq, c.nq, 128), got(DType::f32, 1, c.hq, c.nq, 128);
+  const AttendStats ref = reference::attend(p, q.view(), k.view(), v.view(), mask, want.view(), options);
+
+  DeviceTensor dq(q.size_bytes()), dk(k.size_bytes()), dv(v.size_bytes()), dout(got.size_bytes());
+  TensorView o_view = got.view();
+  o_view.data = dout.ptr;
+  o_view.memory = Memory::cuda;
+  cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+  const AttendStats stats = attend(p, on_device(q, dq), on_device(k, dk), on_device(v, dv), mask, o_view, options);
+  CHECK(stats.backend == "cuda");
+  cuda_check(cudaMemcpy(got.data(), dout.ptr, got.size_bytes(), cudaMemcpyDeviceToHost));
+  const double tol = c.dtype == DType::bf16 ? 2e-2 : 3e-3;
+  std::int64_t bad = 0;
+  const auto a = got.to_float(), b = want.to_float();
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::fabs(double(a[i]) - double(b[i])) <= tol * (1.0 + std::fabs(double(b[i]))))) ++bad;
+  CHECK(bad == 0);
+  CHECK(stats.pv_skipped == ref.pv_skipped);
+  CHECK(stats.empty_rows == ref.empty_rows);
+  MESSAGE(c.name << ": skipped " << stats.pv_skipped << " (reference " << ref.pv_skipped << ")");
+  return ref.pv_skipped;
+}
+
+TEST_CASE("CUDA PV-skip (sm90 kernel) skips what the reference skips") {
+  const std::vector<PvCase> cases = {
+      {"vote 128, tile_k 64, causal", 2, 1, 1000, 1000, true, DType::bf16, 128, 64, 4.0f, 0, 1, 1.0},
+      {"vote 16, tile_k 64, causal", 2, 2, 777, 777, true, DType::f16, 128, 64, 4.0f, 16, 1, 0.7},
+      {"vote 64, tile_k 128, exempt 2", 2, 1, 1200, 1200, true, DType::bf16, 128, 128, 3.0f, 64, 2, 1.0},
+      {"vote 16, non-causal, Nq < Nkv", 2, 2, 300, 1500, false, DType::bf16, 256, 64, 6.0f, 16, 0, 0.8},
+      {"vote 128, huge threshold: nothing skipped", 2, 2, 513, 513, true, DType::f16, 128, 64, 1e9f, 0, 1, 1.0},
+  };
+  std::int64_t skipped = 0;
+  for (const PvCase& c : cases) skipped += check_pv_case(c);
+  CHECK(skipped > 0);  // the table exercises skipping, not just the pass-through
+}
+
 TEST_CASE("attend() explains why the CUDA backend does not cover a call") {
   Problem p;
   p.seqlen_q = p.seqlen_kv = 64;

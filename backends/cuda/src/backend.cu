@@ -40,9 +40,12 @@ bool use_sm90() {
   const char* force = std::getenv("SPATTN_CUDA_KERNEL");
   if (force != nullptr && std::strcmp(force, "sm80") == 0) return false;
   int dev = 0, major = 0, minor = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();  // no device: not an error of a later call
+    return false;
+  }
   return major == 9 && minor == 0;
 }
 
@@ -57,7 +60,14 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
   std::vector<std::string> why;
   bool pv = options.pv_threshold < INFINITY;
   for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
-  if (pv) why.push_back("PV-skip (pv_threshold) is not implemented in the CUDA kernel");
+  if (pv) {
+    const int vote = options.pv_vote_rows;
+    if (mask.shape.tile_q % 128 != 0 || (mask.shape.tile_k != 64 && mask.shape.tile_k != 128))
+      why.push_back("PV-skip in the CUDA kernel needs tile_q a multiple of 128 and tile_k 64 or 128");
+    if (vote != 0 && vote != 16 && vote != 64 && vote != 128)
+      why.push_back("PV-skip in the CUDA kernel votes over 16, 64 or 128 (0) rows");
+    if (!use_sm90()) why.push_back("PV-skip runs on the sm90 kernel only (compute capability 9.0, SPATTN_CUDA_KERNEL unset)");
+  }
   if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
   for (const TensorView* t : {&q, &k, &v, &o})
     if (t->memory != Memory::cuda) {
@@ -170,7 +180,7 @@ DeviceTileMask::~DeviceTileMask() {
 
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                   const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
-                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream) {
+                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv) {
   const TileMask& mask = dmask.host();
   FlashParams f{};
   f.q = q.data;
@@ -206,6 +216,14 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.order_blocks = dmask.order_blocks();
   f.total_kv = p.cu_seqlens_kv.empty() ? p.seqlen_kv : p.cu_seqlens_kv.back();
   const bool bf16 = p.dtype == DType::bf16;
+  if (pv != nullptr) {
+    if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128))
+      fail("cuda backend: PV-skip needs the sm90 kernel, tile_q a multiple of 128 and tile_k 64 or 128");
+    f.pv_thr = pv->thresholds;
+    f.pv_vote = pv->vote_rows;
+    f.pv_exempt = pv->exempt_last;
+    f.pv_skipped = pv->skipped;
+  }
   if (f.order != nullptr && use_sm90()) {
     const int n = dmask.order_size();
     if (p.head_dim == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
@@ -223,12 +241,26 @@ AttendStats CudaBackend::attend(const Problem& p, const TensorView& q, const Ten
   const DeviceTileMask dmask(mask);
   DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
   DeviceArray<int> empty(std::vector<int>{0});
-  attend_async(p, q, k, v, dmask, o, options.lse, cu_q.ptr, cu_kv.ptr, empty.ptr, nullptr);
+  bool pv = options.pv_threshold < INFINITY;
+  for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
+  std::vector<float> thresholds = options.pv_threshold_per_head;
+  if (thresholds.empty()) thresholds.assign(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
+  DeviceArray<float> d_thr(pv ? thresholds : std::vector<float>{});
+  DeviceArray<unsigned long long> d_skipped(std::vector<unsigned long long>{0});
+  DevicePvSkip pv_args;
+  pv_args.thresholds = d_thr.ptr;
+  pv_args.vote_rows = options.pv_vote_rows == 0 ? 128 : options.pv_vote_rows;  // 0: min(tile_q, 128) = 128
+  pv_args.exempt_last = options.pv_exempt_last;
+  pv_args.skipped = d_skipped.ptr;
+  attend_async(p, q, k, v, dmask, o, options.lse, cu_q.ptr, cu_kv.ptr, empty.ptr, nullptr, pv ? &pv_args : nullptr);
   check(cudaDeviceSynchronize(), "kernel");
   int empty_rows = 0;
   check(cudaMemcpy(&empty_rows, empty.ptr, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  unsigned long long skipped = 0;
+  check(cudaMemcpy(&skipped, d_skipped.ptr, sizeof(skipped), cudaMemcpyDeviceToHost), "cudaMemcpy");
   AttendStats stats;
   stats.backend = "cuda";
+  stats.pv_skipped = static_cast<std::int64_t>(skipped);
   stats.empty_rows = empty_rows;
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads_q; ++h)

@@ -56,6 +56,11 @@ struct FlashParams {
   int order_blocks;  // 128-row blocks per (b, mask head)
   std::int64_t total_kv;  // rows of K and V along N: seqlen_kv, or the packed total of a variable-length batch
   int tma_fine_rows;      // sm90: tile_k when fully valid chunks of such tiles load by TMA (set by the launcher)
+  // PV-skip (sm90 only; off when pv_thr is null): per query head thresholds (device), vote rows 16/64/128,
+  // exempt last tiles, and the device counter of skipped (vote group, tile) pairs.
+  const float* pv_thr;
+  int pv_vote, pv_exempt;
+  unsigned long long* pv_skipped;
 };
 
 template <class T, int D>

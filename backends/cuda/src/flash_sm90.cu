@@ -43,7 +43,7 @@ struct Plan {
   static constexpr int kBytes = kBars + (1 + 3 * kStages) * 8 + 1024;  // + slack to align the base
 };
 
-template <class T, int D, int kStages, bool kPingpong, bool kTma>
+template <class T, int D, int kStages, bool kPingpong, bool kTma, bool kPvSkip>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
                       const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_k_fine,
@@ -192,6 +192,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
     const std::uint32_t q_base = base + P::kQ + cw * 64 * 128;
+    // PV-skip state: the threshold of this head, the first tile slot that may not be skipped (visited tiles —
+    // those with a key before `limit` — minus the exempt last ones), this thread's share of the count.
+    float pv_thr = 0.0f;
+    int pv_skippable = 0;
+    unsigned long long pv_count = 0;
+    // One thread counts for its vote group, and only groups with a real row exist (a warp or warpgroup of
+    // padding rows past the sequence votes "skip" but is not in the reference's groups).
+    const unsigned long long pv_leader = p.pv_vote == 16   ? (lane == 0 && wg_row0 + warp * 16 < nq)
+                                         : p.pv_vote == 64 ? (tw == 0 && wg_row0 < nq)
+                                                           : (tw == 0 && cw == 0);
+    if constexpr (kPvSkip) {
+      pv_thr = p.pv_thr[h];
+      int lo = 0, hi = count;  // first tile whose first key is at or past limit
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (static_cast<std::int64_t>(tiles[mid]) * p.tile_k < limit) lo = mid + 1;
+        else hi = mid;
+      }
+      pv_skippable = lo - p.pv_exempt;
+    }
+    bool skip_pv = false;            // PV-skip: the previous chunk's P is all zero for this warpgroup
     float acc_s[64];                 // S of the current chunk, then its weights
     std::uint32_t pf[kBN / 16][4];   // P of the previous chunk (A fragments of P·V), in flight with S
 
@@ -210,6 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 columns of D).
     auto issue_pv = [&](int s) {
       const std::uint32_t v_base = base + P::kV + s * P::kTile;
+      if (!(kPvSkip && skip_pv))
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
         wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
@@ -220,14 +242,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     // factor for O per row half. Same function as softmax_rescale/softmax_weight with Exp2Fast: the max is
     // taken on raw scores (scaling is monotonic), and a row whose max is still −∞ uses 0 so masked
     // scores give 2^−∞ = 0.
-    auto softmax = [&](int s, float (&alpha)[2]) {
+    //
+    // PV-skip (kPvSkip, SpargeAttn Stage 2 as the reference executor defines it): the chunk's key tiles
+    // (1 of 128 or 2 of 64 keys) are decided in order; a vote group (16 rows: a warp, 64: this warpgroup,
+    // 128: the CTA) skips a tile when for each of its rows (tile max − running max) < −threshold, the max
+    // including the tiles before it in the chunk that were not skipped. A skipped tile's scores become −∞:
+    // no max update, no weight, nothing added by P·V. The last pv_exempt visited tiles are never skipped.
+    // Returns true when this warpgroup skipped every tile of the chunk (only used for votes of ≥ 64 rows).
+    auto softmax = [&](int s, int chunk, float (&alpha)[2]) {
       const int* keys = s_keys + s * kBN;
       const int last_key = keys[kBN - 1];
       const bool need_mask = last_key < 0 || (p.causal && last_key > wg_row0 + offset);
+      float mx[2], tm[2][2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = wg_row0 + warp * 16 + g + 8 * half;
-        float mx = -INFINITY;
+        tm[half][0] = tm[half][1] = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
@@ -237,13 +267,55 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int j = keys[nt * 8 + 2 * t4 + e];
               if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
             }
-            mx = fmaxf(mx, x);
+            tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
           }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(mx * p.scale_log2, m_run[half]);
-        alpha[half] = softmax_rescale(m_run[half], m_new, Exp2Fast{});
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+#pragma unroll
+        for (int t2 = 0; t2 < 2; ++t2) {
+          tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 1));
+          tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 2));
+        }
+        mx[half] = fmaxf(tm[half][0], tm[half][1]);
+      }
+      float m_new[2] = {fmaxf(mx[0] * p.scale_log2, m_run[0]), fmaxf(mx[1] * p.scale_log2, m_run[1])};
+      bool all_skipped = false;
+      if constexpr (kPvSkip) {
+        const int per = kBN / p.tile_k;  // tiles in a chunk: 1 (tile_k = 128) or 2 (64)
+        if (per == 1) tm[0][0] = mx[0], tm[1][0] = mx[1];
+        float m_cur[2] = {m_run[0], m_run[1]};
+        bool skip_t[2] = {false, false};
+        all_skipped = true;
+#pragma unroll
+        for (int tt = 0; tt < 2; ++tt) {
+          if (tt >= per) break;
+          if (chunk * per + tt < pv_skippable) {  // uniform over the CTA
+            // Rows past the sequence (padding of the last block) agree, as they are not in the reference's group.
+            const int i0 = wg_row0 + warp * 16 + g;
+            const bool mine = (i0 >= nq || tm[0][tt] * p.scale_log2 - m_cur[0] < -pv_thr) &&
+                              (i0 + 8 >= nq || tm[1][tt] * p.scale_log2 - m_cur[1] < -pv_thr);
+            skip_t[tt] = p.pv_vote == 16    ? __all_sync(0xffffffffu, mine)
+                         : p.pv_vote == 64 ? bar_red_and(4 + cw, 128, mine)
+                                           : bar_red_and(6, 256, mine);
+          }
+          if (skip_t[tt]) {
+            pv_count += pv_leader;
+          } else {
+            all_skipped = false;
+            m_cur[0] = fmaxf(m_cur[0], tm[0][tt] * p.scale_log2);
+            m_cur[1] = fmaxf(m_cur[1], tm[1][tt] * p.scale_log2);
+          }
+        }
+        m_new[0] = m_cur[0], m_new[1] = m_cur[1];
+        if (skip_t[0] || skip_t[1])
+#pragma unroll
+          for (int nt = 0; nt < kBN / 8; ++nt)
+            if (per == 1 || nt < 8 ? skip_t[0] : skip_t[1])
+#pragma unroll
+              for (int r = 0; r < 4; ++r) acc_s[4 * nt + r] = -INFINITY;
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        alpha[half] = softmax_rescale(m_run[half], m_new[half], Exp2Fast{});
+        const float m_use = m_new[half] == -INFINITY ? 0.0f : m_new[half];
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
@@ -254,8 +326,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             sum += x;
           }
         l_run[half] = fma_f32(l_run[half], alpha[half], sum);
-        m_run[half] = m_new;
+        m_run[half] = m_new[half];
       }
+      return all_skipped && p.pv_vote >= 64;
     };
     auto pack_p = [&] {
 #pragma unroll
@@ -277,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
       issue_s(0);
       wgmma_wait<0>();
-      softmax(0, alpha);
+      skip_pv = softmax(0, 0, alpha);
       pack_p();
     }
     // Ping-pong (FlashAttention-3): the two warpgroups take turns issuing their GEMMs, so one's softmax runs
@@ -296,8 +369,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       issue_pv(prev);
       if (kPingpong) named_arrive(2 + (cw ^ 1), 256);
       wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
-      softmax(s, alpha);
+      const bool skip_next = softmax(s, chunk, alpha);
       wgmma_wait<0>();
+      skip_pv = skip_next;
       if (lane == 0) mbar_arrive(empty(prev));
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
@@ -332,6 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         store_pair(p, orow, dt * 8 + 2 * t4, acc_o[4 * dt + 2 * half] * inv, acc_o[4 * dt + 2 * half + 1] * inv);
       if (t4 == 0) finish_row(p, b, h, i, m_run[half], l);
     }
+    if (kPvSkip && pv_count > 0) atomicAdd(p.pv_skipped, pv_count);
   }
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this kernel there
@@ -372,11 +447,11 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, bool kTma>
+template <class T, int D, bool kTma, bool kPvSkip>
 void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
   constexpr int kStages = 3;
   using P = Plan<D, kStages>;
-  auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma>;
+  auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma, kPvSkip>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int grid = order_size * (params.heads_q / params.mask_heads);
   if (grid > 0) kernel<<<grid, kThreads, P::kBytes, stream>>>(params, maps[0], maps[1], maps[2], maps[3]);
@@ -402,8 +477,9 @@ void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t s
       make_map(maps[2], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, fine) &&
       make_map(maps[3], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, fine))
     f.tma_fine_rows = fine;
-  if (tma) launch_kernel<T, D, true>(f, maps, order_size, stream);
-  else launch_kernel<T, D, false>(f, maps, order_size, stream);
+  const bool pv = f.pv_thr != nullptr;
+  if (tma) pv ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, true, false>(f, maps, order_size, stream);
+  else pv ? launch_kernel<T, D, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false>(f, maps, order_size, stream);
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);

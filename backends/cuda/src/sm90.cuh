@@ -127,6 +127,15 @@ __device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const void* map, 
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
+/// Named barrier `id` over `threads` threads that also ANDs `value` over them (every thread gets the result).
+__device__ __forceinline__ bool bar_red_and(int id, int threads, bool value) {
+  std::uint32_t out;
+  asm volatile("{.reg .pred pi, po; setp.ne.u32 pi, %1, 0; bar.red.and.pred po, %2, %3, pi; selp.u32 %0, 1, 0, po;}\n"
+               : "=r"(out)
+               : "r"(static_cast<std::uint32_t>(value)), "r"(id), "r"(threads)
+               : "memory");
+  return out != 0;
+}
 /// Named barrier `id` (1…15; 0 is __syncthreads) over `threads` threads: wait for it / only arrive.
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

@@ -40,6 +40,16 @@ class DeviceTileMask {
   int order_size_ = 0, order_blocks_ = 0;
 };
 
+/// SpargeAttn's PV-skip for attend_async (AttendOptions::pv_threshold … in device form): one threshold per
+/// query head (device array), vote rows 16, 64 or 128, exempt last tiles, and a device counter that
+/// receives the skipped (vote group, key tile) pairs. Runs on the sm90 kernel only.
+struct DevicePvSkip {
+  const float* thresholds = nullptr;
+  int vote_rows = 128;
+  int exempt_last = 1;
+  unsigned long long* skipped = nullptr;
+};
+
 /// Enqueues the executor on `stream` without synchronising. On a compute-capability-9.0 GPU, masks with
 /// tile_q a multiple of 128 run the sm90 WGMMA kernel, everything else the mma.sync kernel; the environment
 /// variable SPATTN_CUDA_KERNEL=sm80 forces the latter (A/B comparisons, conformance of both). Arguments must already be validated and
@@ -47,7 +57,8 @@ class DeviceTileMask {
 /// offsets (null when not variable-length); lse and empty_rows (a device counter) are optional.
 void attend_async(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                   const DeviceTileMask& mask, const TensorView& o, float* lse, const std::int64_t* cu_seqlens_q,
-                  const std::int64_t* cu_seqlens_kv, int* empty_rows, CUstream_st* stream = nullptr);
+                  const std::int64_t* cu_seqlens_kv, int* empty_rows, CUstream_st* stream = nullptr,
+                  const DevicePvSkip* pv_skip = nullptr);
 
 class CudaBackend final : public Backend {
  public:
