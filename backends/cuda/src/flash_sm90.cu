@@ -257,7 +257,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int i = wg_row0 + warp * 16 + g + 8 * half;
-        tm[half][0] = tm[half][1] = -INFINITY;
+        tm[half][0] = tm[half][1] = -INFINITY;  // PV-skip: the maxima of the chunk's two 64-key halves
+        mx[half] = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
@@ -267,14 +268,20 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int j = keys[nt * 8 + 2 * t4 + e];
               if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
             }
-            tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
+            if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
+            else mx[half] = fmaxf(mx[half], x);
           }
+        if constexpr (kPvSkip) {
 #pragma unroll
-        for (int t2 = 0; t2 < 2; ++t2) {
-          tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 1));
-          tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 2));
+          for (int t2 = 0; t2 < 2; ++t2) {
+            tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 1));
+            tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 2));
+          }
+          mx[half] = fmaxf(tm[half][0], tm[half][1]);
+        } else {
+          mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
+          mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
         }
-        mx[half] = fmaxf(tm[half][0], tm[half][1]);
       }
       float m_new[2] = {fmaxf(mx[0] * p.scale_log2, m_run[0]), fmaxf(mx[1] * p.scale_log2, m_run[1])};
       bool all_skipped = false;
@@ -328,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         l_run[half] = fma_f32(l_run[half], alpha[half], sum);
         m_run[half] = m_new[half];
       }
-      return all_skipped && p.pv_vote >= 64;
+      return kPvSkip && all_skipped && p.pv_vote >= 64;
     };
     auto pack_p = [&] {
 #pragma unroll
