@@ -154,9 +154,6 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
     std::vector<std::int32_t> sorted(order.size());
     for (std::size_t i = 0; i < idx.size(); ++i) sorted[i] = order[idx[i]];
     order_size_ = static_cast<int>(sorted.size());
-    std::int64_t kept_total = 0;
-    for (std::int64_t x : kept) kept_total += x;
-    mean_block_keys_ = sorted.empty() ? 0.0 : double(kept_total) * mask.shape.tile_k / double(sorted.size());
     order_blocks_ = static_cast<int>(blocks);
     check(cudaMalloc(&order_, std::max<std::size_t>(sorted.size(), 1) * sizeof(std::int32_t)), "cudaMalloc");
     if (!sorted.empty())
@@ -229,7 +226,6 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   }
   if (f.order != nullptr && use_sm90()) {
     const int n = dmask.order_size();
-    f.persistent = dmask.mean_block_keys() < 64.0 * 128 ? 1 : 0;
     if (p.head_dim == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
     else bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
     check(cudaGetLastError(), "kernel launch");

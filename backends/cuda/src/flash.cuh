@@ -55,7 +55,6 @@ struct FlashParams {
   const std::int32_t* order;
   int order_blocks;  // 128-row blocks per (b, mask head)
   int order_size;    // entries in order (set by the sm90 launcher)
-  int persistent;    // sm90: one CTA per SM looping over the items (1), or one CTA per item (0)
   std::int64_t total_kv;  // rows of K and V along N: seqlen_kv, or the packed total of a variable-length batch
   int tma_fine_rows;      // sm90: tile_k when fully valid chunks of such tiles load by TMA (set by the launcher)
   // PV-skip (sm90 only; off when pv_thr is null): per query head thresholds (device), vote rows 16/64/128,

@@ -28,8 +28,6 @@ class DeviceTileMask {
   const std::int32_t* order() const { return order_; }
   int order_size() const { return order_size_; }
   int order_blocks() const { return order_blocks_; }
-  /// Mean kept keys per 128-row block (the sm90 launcher runs a persistent grid when blocks are short).
-  double mean_block_keys() const { return mean_block_keys_; }
 
  private:
   const TileMask& host_;
@@ -40,7 +38,6 @@ class DeviceTileMask {
   std::uint8_t* item_members_ = nullptr;
   std::int32_t* order_ = nullptr;
   int order_size_ = 0, order_blocks_ = 0;
-  double mean_block_keys_ = 0;
 };
 
 /// SpargeAttn's PV-skip for attend_async (AttendOptions::pv_threshold … in device form): one threshold per
