@@ -2,18 +2,22 @@
 // through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
 // blocks (mask tile_q a multiple of 128) on compute capability 9.0.
 //
-// CTA: 3 warpgroups (384 threads) on one 128-row query block of one head.
-// - Warpgroup 0, the producer (56 registers after setmaxnreg): loads the Q block once, then walks the block's
-//   kept key positions (the mask row's tiles concatenated, as in flash_sm80) 128 at a time: writes the 128 key
-//   indices of a chunk, then GATHERS those K and V rows into a shared-memory stage with 16-byte cp.async
-//   (zero-fill past the end), so every tile_k (1 … 128) runs full 128-key WGMMAs. After its copies land it
-//   fences them into the async proxy (which WGMMA reads through) and arrives on the stage's K and V barriers.
+// CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head.
+// - Warpgroup 0, the producer (56 registers after setmaxnreg): loads the item's Q block (cp.async), then walks
+//   the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) 128 at a time: writes
+//   the chunk's 128 key indices, then fills a stage of a 3-deep mbarrier pipeline with those K and V rows —
+//   by TMA when they are 128 consecutive keys, or whole tiles of 8 … 64 keys with every key valid (one box per
+//   tile), and otherwise by a 16-byte cp.async gather with zero-fill (stripes, causal diagonal, ends), so every
+//   tile_k (1 … 128) runs full 128-key WGMMAs. Completion is signalled on the stage's K and V barriers (TMA
+//   transaction bytes, cp.async arrivals); the consumers fence the copies into the async proxy WGMMA reads.
 // - Warpgroups 1 and 2, the consumers (224 registers): 64 query rows each. Per chunk: S = Q·Kᵀ (WGMMA
 //   m64n128k16, both operands in shared memory), causal/past-the-end masking only where the chunk reaches past
-//   the warpgroup's first row, the core's base-2 online softmax (Exp2Fast) in registers, O += P·V (WGMMA with
-//   P from registers, V transposed from shared memory), then release the stage to the producer.
-// The grid runs the mask's 128-row blocks longest first (DeviceTileMask::order), all query heads that share a
-// mask row next to each other (they read the same K/V under GQA).
+//   the warpgroup's first row, optional PV-skip (SpargeAttn), the core's base-2 online softmax (Exp2Fast) in
+//   registers, O += P·V (WGMMA with P from registers, V transposed from shared memory), then release the stage.
+//   The softmax of chunk j overlaps P·V of chunk j − 1, and the two warpgroups alternate GEMM turns.
+// Items run longest first inside each (batch, mask head) (DeviceTileMask::order), the query heads sharing a mask
+// row next to each other (same K/V under GQA); one CTA per item, or a persistent grid for short launches
+// (launch_kernel).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
