@@ -33,6 +33,22 @@ TensorView on_device(const HostTensor& host, DeviceTensor& dev) {
   return v;
 }
 
+/// Output elements of `got` outside the dtype tolerance of `want` (NaN counts: outputs are poisoned first);
+/// `worst` receives the largest finite error. P is rounded to the input dtype before P·V on the GPU (as
+/// every flash kernel does): the tolerance is that rounding's.
+std::int64_t mismatches(const HostTensor& got, const HostTensor& want, DType input, double& worst) {
+  const double tol = input == DType::bf16 ? 2e-2 : 3e-3;
+  std::int64_t bad = 0;
+  worst = 0;
+  const auto a = got.to_float(), b = want.to_float();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double err = std::fabs(double(a[i]) - double(b[i]));
+    if (!(err <= tol * (1.0 + std::fabs(double(b[i]))))) ++bad;
+    if (std::isfinite(err)) worst = std::max(worst, err);
+  }
+  return bad;
+}
+
 struct GpuCase {
   const char* name;
   std::int64_t batch, hq, hkv, nq, nkv, d;
@@ -86,16 +102,8 @@ void check_gpu_case(const GpuCase& c) {
   std::vector<float> lse_got(lse_want.size());
   cuda_check(cudaMemcpy(lse_got.data(), dlse.ptr, dlse.bytes, cudaMemcpyDeviceToHost));
 
-  // P is rounded to the input dtype before P·V on the GPU (as every flash kernel does): tolerance of that.
-  const double tol = c.dtype == DType::bf16 ? 2e-2 : 3e-3;
   double worst = 0;
-  std::int64_t bad = 0;
-  const auto a = got.to_float(), b = want.to_float();
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double err = std::fabs(double(a[i]) - double(b[i]));
-    if (!(err <= tol * (1.0 + std::fabs(double(b[i]))))) ++bad;
-    if (std::isfinite(err)) worst = std::max(worst, err);
-  }
+  const std::int64_t bad = mismatches(got, want, c.dtype, worst);
   std::int64_t bad_lse = 0;
   for (std::size_t i = 0; i < lse_got.size(); ++i) {
     if (std::isinf(lse_want[i])) bad_lse += !(lse_got[i] == lse_want[i]);
@@ -220,12 +228,8 @@ std::int64_t check_pv_case(const PvCase& c) {
   const AttendStats stats = attend(p, on_device(q, dq), on_device(k, dk), on_device(v, dv), mask, o_view, options);
   CHECK(stats.backend == "cuda");
   cuda_check(cudaMemcpy(got.data(), dout.ptr, got.size_bytes(), cudaMemcpyDeviceToHost));
-  const double tol = c.dtype == DType::bf16 ? 2e-2 : 3e-3;
-  std::int64_t bad = 0;
-  const auto a = got.to_float(), b = want.to_float();
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!(std::fabs(double(a[i]) - double(b[i])) <= tol * (1.0 + std::fabs(double(b[i]))))) ++bad;
-  CHECK(bad == 0);
+  double worst = 0;
+  CHECK(mismatches(got, want, c.dtype, worst) == 0);
   CHECK(stats.pv_skipped == ref.pv_skipped);
   CHECK(stats.empty_rows == ref.empty_rows);
   MESSAGE(c.name << ": skipped " << stats.pv_skipped << " (reference " << ref.pv_skipped << ")");
