@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "spattn/mask.hpp"
@@ -123,5 +125,31 @@ inline TileMask random_mask(const MaskShape& shape, double density) {
   for (auto& x : bits) x = uniform(0.0, 1.0) < density ? 1 : 0;
   return TileMask::from_bitmap(shape, bits);
 }
+
+/// doctest's matcher copies the text, so a temporary std::string is fine.
+inline doctest::Contains contains(const std::string& text) { return doctest::Contains(text.c_str()); }
+
+/// A fresh directory under the system temp dir (name starting with `prefix`), removed with everything in it
+/// at scope exit.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix) {
+    std::random_device rd;
+    const auto base = std::filesystem::temp_directory_path();
+    do {
+      path_ = base / (prefix + std::to_string(rd()) + "_" + std::to_string(rd()));
+    } while (!std::filesystem::create_directory(path_));
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
 
 }  // namespace spattn::test

@@ -18,30 +18,6 @@ namespace {
 
 using Rows = std::vector<std::vector<std::int32_t>>;
 
-/// doctest's matcher copies the text, so a temporary std::string is fine.
-doctest::Contains contains(const std::string& text) { return doctest::Contains(text.c_str()); }
-
-/// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    const auto base = std::filesystem::temp_directory_path();
-    do {
-      path_ = base / ("spattn_test_mask_io_" + std::to_string(rd()) + "_" + std::to_string(rd()));
-    } while (!std::filesystem::create_directory(path_));
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// The mask written field by field (no builder), rows in row_index order.
 TileMask by_hand(const MaskShape& shape, const Rows& rows) {
@@ -226,7 +202,7 @@ TEST_CASE("exports refuse inconsistent CSR arrays instead of writing out of boun
   bad = by_hand(geometry(false, 4, 10, 13), {{0, 0}, {}, {}, {}, {}, {}});  // repeated id
   CHECK_THROWS_AS(bad.to_flex_block_mask(), Error);
   // tile_q 4 is below MaskShape::kMinTileQ: exported above, but not a mask the library may save.
-  const TempDir dir;
+  const TempDir dir("spattn_test_mask_io_");
   CHECK_THROWS_WITH_AS(m.save_npz(dir.file("small.npz")), doctest::Contains("tile_q"), Error);
 }
 
@@ -262,7 +238,7 @@ void check_round_trip(const TileMask& m, const std::string& path) {
 }
 
 TEST_CASE("TileMask .npz round trip: causal, non-causal, variable-length") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_mask_io_");
   const std::string path = dir.file("m.npz");
   // The hand-built geometry above at a tile_q the library accepts.
   MaskShape s = geometry(true, 16, 40, 52);
@@ -291,7 +267,7 @@ TEST_CASE("TileMask .npz round trip: causal, non-causal, variable-length") {
 }
 
 TEST_CASE("TileMask .npz: missing, mistyped or inconsistent arrays are rejected, naming them") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_mask_io_");
   const std::string good = dir.file("good.npz"), bad = dir.file("bad.npz");
   MaskShape s = geometry(true, 16, 40, 52);
   s.batch = 2;

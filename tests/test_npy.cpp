@@ -24,30 +24,6 @@ namespace {
 using Bytes = std::vector<std::uint8_t>;
 using Shape = std::vector<std::int64_t>;
 
-/// doctest's matcher copies the text, so a temporary std::string is fine.
-doctest::Contains contains(const std::string& text) { return doctest::Contains(text.c_str()); }
-
-/// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    const auto base = std::filesystem::temp_directory_path();
-    do {
-      path_ = base / ("spattn_test_npy_" + std::to_string(rd()) + "_" + std::to_string(rd()));
-    } while (!std::filesystem::create_directory(path_));
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
@@ -151,7 +127,7 @@ void check_round_trips(const TempDir& dir, const char* expected_descr) {
 
 TEST_CASE(
     "npy: every dtype round trips as 0-d, 1-d, 3-d and empty arrays through bytes and files") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_npy_");
   check_round_trips<float>(dir, "<f4");
   check_round_trips<double>(dir, "<f8");
   check_round_trips<std::int32_t>(dir, "<i4");
@@ -311,7 +287,7 @@ TEST_CASE(
 }
 
 TEST_CASE("npy: every truncation and every single-byte corruption of a small file is handled") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_npy_");
   const NpyArray a =
       NpyArray::from_vector(std::vector<std::int32_t>{1, -2, 3, -4, 5, -6}, {1, 2, 3});
   const Bytes image = serialize_npy(a);
@@ -501,7 +477,7 @@ std::uint32_t le32(const Bytes& b, std::size_t at) {
 }
 
 TEST_CASE("npz: every dtype round trips; the archive is a plain stored ZIP with correct CRCs") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_npy_");
   std::vector<float> f(24);
   for (float& x : f) x = static_cast<float>(uniform(-10, 10));
   const std::map<std::string, NpyArray> arrays = {
@@ -563,7 +539,7 @@ TEST_CASE("npz: every dtype round trips; the archive is a plain stored ZIP with 
 
 TEST_CASE(
     "npz: deflated members (np.savez_compressed) and Python-zipfile local headers read correctly") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_npy_");
   std::vector<std::int32_t> values(300);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int32_t>(i % 7) - 3;
   const Bytes npy = serialize_npy(NpyArray::from_vector(values, {10, 30}));
@@ -619,7 +595,7 @@ TEST_CASE(
 
 TEST_CASE(
     "npz: CRC corruption, every truncation and every byte flip are rejected without a crash") {
-  const TempDir dir;
+  const TempDir dir("spattn_test_npy_");
   const std::map<std::string, NpyArray> arrays = {
       {"a", NpyArray::from_vector(std::vector<std::uint16_t>{1, 2, 3, 4}, {2, 2})},
       {"n", NpyArray::scalar<std::int64_t>(7)},
@@ -663,7 +639,7 @@ TEST_CASE(
     MESSAGE("python3 not available: cross-check skipped");
     return;
   }
-  const TempDir dir;
+  const TempDir dir("spattn_test_npy_");
   const std::vector<double> values = {0.5, -1.25, 3.0};
   write_npz(dir.file("ours.npz"),
             {{"x", NpyArray::from_vector(values, {3})}, {"k", NpyArray::scalar<std::int64_t>(11)}});
