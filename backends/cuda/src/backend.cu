@@ -49,6 +49,13 @@ bool use_sm90() {
   return major == 9 && minor == 0;
 }
 
+/// Whether the options ask for PV-skip (a finite threshold, global or for some head).
+bool pv_skip_requested(const AttendOptions& options) {
+  bool pv = options.pv_threshold < INFINITY;
+  for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
+  return pv;
+}
+
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
@@ -58,8 +65,7 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
                                                             const TileMask& mask, const TensorView& o,
                                                             const AttendOptions& options) const {
   std::vector<std::string> why;
-  bool pv = options.pv_threshold < INFINITY;
-  for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
+  const bool pv = pv_skip_requested(options);
   if (pv) {
     const int vote = options.pv_vote_rows;
     if (mask.shape.tile_q % 128 != 0 || (mask.shape.tile_k != 64 && mask.shape.tile_k != 128))
@@ -241,8 +247,7 @@ AttendStats CudaBackend::attend(const Problem& p, const TensorView& q, const Ten
   const DeviceTileMask dmask(mask);
   DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
   DeviceArray<int> empty(std::vector<int>{0});
-  bool pv = options.pv_threshold < INFINITY;
-  for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
+  const bool pv = pv_skip_requested(options);
   std::vector<float> thresholds = options.pv_threshold_per_head;
   if (thresholds.empty()) thresholds.assign(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
   DeviceArray<float> d_thr(pv ? thresholds : std::vector<float>{});
