@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "spattn/error.hpp"
+#include "spattn/mask_policy.hpp"
 
 namespace spattn {
 
@@ -31,8 +32,8 @@ std::int64_t MaskShape::reachable_k_tiles(std::int64_t b, std::int64_t t) const 
   const std::int64_t first_row = t * tile_q;
   if (first_row >= nq) return 0;
   const std::int64_t last_row = std::min(first_row + tile_q, nq) - 1;
-  const std::int64_t visible = causal ? std::min(last_row + nkv - nq + 1, nkv) : nkv;
-  return visible <= 0 ? 0 : (visible + tile_k - 1) / tile_k;
+  const std::int64_t visible = mask_policy::block_key_end(last_row, nq, nkv, causal);
+  return (visible + tile_k - 1) / tile_k;
 }
 
 void MaskShape::validate() const {

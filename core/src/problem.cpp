@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "spattn/error.hpp"
+#include "spattn/mask_policy.hpp"
 
 namespace spattn {
 
@@ -64,10 +65,7 @@ std::int64_t Problem::seqlen_kv_of(std::int64_t b) const {
 }
 
 std::int64_t Problem::visible_keys(std::int64_t b, std::int64_t i) const {
-  const std::int64_t nkv = seqlen_kv_of(b);
-  if (!causal) return nkv;
-  const std::int64_t v = i + causal_offset(b) + 1;
-  return v < nkv ? v : nkv;
+  return mask_policy::row_key_end(i, seqlen_q_of(b), seqlen_kv_of(b), causal);
 }
 
 namespace {

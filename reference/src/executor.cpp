@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "spattn/mask_policy.hpp"
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
 #include "spattn/quant.hpp"
@@ -93,8 +94,8 @@ void collect_keys(const TileMask& mask, std::int64_t mh, const RowBlock& blk, st
   tile_ends.clear();
   const std::int64_t tk = mask.shape.tile_k;
   for (std::int32_t tile : mask.row(blk.b, mh, blk.tile)) {
-    const std::int64_t lo = std::int64_t{tile} * tk;
-    const std::int64_t hi = std::min(lo + tk, limit);
+    const std::int64_t lo = mask_policy::tile_begin<std::int64_t>(tile, tk);
+    const std::int64_t hi = mask_policy::tile_end<std::int64_t>(tile, tk, limit);
     for (std::int64_t j = lo; j < hi; ++j) keys.push_back(j);
     if (hi > lo) tile_ends.push_back(static_cast<std::int64_t>(keys.size()));
   }
@@ -120,8 +121,7 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
   const std::int64_t rows = blk.row_end - blk.row_begin;
   const std::int64_t hkv = p.kv_head_of(blk.hq);
   const std::int64_t mh = mask.mask_head_of(blk.hq, p.heads_q);
-  const std::int64_t nkv = p.seqlen_kv_of(blk.b);
-  const std::int64_t offset = p.causal_offset(blk.b);
+  const std::int64_t nq = p.seqlen_q_of(blk.b), nkv = p.seqlen_kv_of(blk.b);
   const float sl = scale_log2(p.softmax_scale());
 
   w.q.resize(rows, d);
@@ -139,7 +139,7 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
   w.state.assign(static_cast<std::size_t>(rows), SoftmaxState{});
 
   // Keys beyond the last row's diagonal (causal) or the sequence are never visited.
-  const std::int64_t limit = p.causal ? std::min(blk.row_end - 1 + offset + 1, nkv) : nkv;
+  const std::int64_t limit = mask_policy::block_key_end(blk.row_end - 1, nq, nkv, p.causal);
   collect_keys(mask, mh, blk, limit, w.keys, w.tile_ends);
   const auto total = static_cast<std::int64_t>(w.keys.size());
   // Chunks: 256 keys, or one key tile each when PV-skip decides per tile.
@@ -183,13 +183,13 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
       } else {
         for (std::int64_t c = 0; c < n; ++c) x[c] *= sl;
       }
-      const std::int64_t visible = blk.row_begin + r + offset + 1;  // keys j < visible (causal)
-      if (p.causal && last_key >= visible)
+      const std::int64_t i = blk.row_begin + r;
+      if (last_key >= mask_policy::row_key_end(i, nq, nkv, p.causal))
         for (std::int64_t c = 0; c < n; ++c)
-          if (w.keys[static_cast<std::size_t>(c0 + c)] >= visible) x[c] = -INFINITY;
+          if (!mask_policy::row_sees(i, w.keys[static_cast<std::size_t>(c0 + c)], nq, nkv, p.causal)) x[c] = -INFINITY;
     }
     w.skip_row.assign(static_cast<std::size_t>(rows), 0);
-    if (pv_skip && ci < chunks - opt.pv_exempt_last) {
+    if (pv_skip && ci < mask_policy::pv_skippable_tiles(static_cast<int>(chunks), opt.pv_exempt_last)) {
       // A group skips the tile when no row's tile max comes within pv_threshold of its running max.
       for (std::int64_t g0 = 0; g0 < rows; g0 += vote) {
         bool skip = true;
@@ -197,8 +197,7 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
           const float* x = w.s.row(r).data();
           float tile_max = -INFINITY;
           for (std::int64_t c = 0; c < n; ++c) tile_max = x[c] > tile_max ? x[c] : tile_max;
-          const float diff = tile_max - w.state[static_cast<std::size_t>(r)].m;  // NaN or +inf: compute
-          skip = diff < -pv_threshold;
+          skip = mask_policy::pv_row_votes_skip(tile_max, w.state[static_cast<std::size_t>(r)].m, pv_threshold);
         }
         if (!skip) continue;
         ++result.pv_skipped;
@@ -223,7 +222,7 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
   for (std::int64_t r = 0; r < rows; ++r) {
     const SoftmaxState& st = w.state[static_cast<std::size_t>(r)];
     const float lse2 = OnlineSoftmax::finalize(st, w.acc.row(r).data(), static_cast<int>(dv), w.out.data());
-    if (st.l == 0.0f) ++result.empty_rows;
+    if (mask_policy::empty_row(st.l)) ++result.empty_rows;
     const std::int64_t n = blk.row_begin + r;
     store_row(o, row_offset(o, p, true, blk.b, blk.hq, n), dv, w.out.data());
     if (opt.lse != nullptr) opt.lse[(blk.b * p.heads_q + blk.hq) * p.seqlen_q + n] = lse2 * kLn2;
