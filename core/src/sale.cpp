@@ -17,12 +17,6 @@ void Config::validate(std::int64_t heads_q) const {
   for (float t : tau) require(t == t && t >= 0.0f && t < 1.0f, "sale tau: must be in [0, 1), got ", t);
 }
 
-int quant_code(float x, float inv_scale, int range) {
-  const float r = std::nearbyint(x * inv_scale);  // default rounding mode: to nearest even
-  if (!(r == r)) return 0;
-  return r > static_cast<float>(range) ? range : r < static_cast<float>(-range) ? -range : static_cast<int>(r);
-}
-
 std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes) {
   require(codes.size() % 2 == 0, "pack_int4: an even number of codes is needed, got ", codes.size());
   std::vector<std::uint8_t> out(codes.size() / 2);

@@ -5,29 +5,6 @@
 
 namespace spattn::sparge {
 
-float self_similarity(const float* x, std::int64_t rows, std::int64_t d, std::vector<float>& scratch) {
-  scratch.assign(static_cast<std::size_t>(d), 0.0f);
-  std::int64_t nonzero = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * d;
-    float sq = 0.0f;
-    for (std::int64_t c = 0; c < d; ++c) sq += row[c] * row[c];
-    if (!(sq > 0.0f)) continue;
-    const float inv = 1.0f / std::sqrt(sq);
-    for (std::int64_t c = 0; c < d; ++c) scratch[static_cast<std::size_t>(c)] += row[c] * inv;
-    ++nonzero;
-  }
-  if (nonzero == 0) return -1.0f;
-  float s = 0.0f;
-  const float inv_n = 1.0f / static_cast<float>(nonzero);
-  for (std::int64_t c = 0; c < d; ++c) {
-    const float m = scratch[static_cast<std::size_t>(c)] * inv_n;
-    s += m * m;
-  }
-  return s;
-}
-
-
 void Config::validate(std::int64_t heads_q) const {
   require(block_q >= 16 && block_q <= 2048, "sparge block_q: must be in [16, 2048], got ", block_q);
   require(block_k >= 1 && block_k <= 128, "sparge block_k: must be in [1, 128], got ", block_k);

@@ -19,7 +19,7 @@ int top_cdf(const float* p, const std::uint8_t* valid, int n, const TopCdfParams
     require(!std::isnan(p[i]), "top_cdf: entry ", i, " is NaN");
     order.push_back(i);
   }
-  std::sort(order.begin(), order.end(), [p](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  std::sort(order.begin(), order.end(), [p](int a, int b) { return selection_before(p[a], a, p[b], b); });
   const int n_valid = static_cast<int>(order.size());
   std::vector<float> sorted(order.size());
   for (int t = 0; t < n_valid; ++t) sorted[t] = p[order[t]];

@@ -10,6 +10,7 @@
 
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
 #include "tensor_rows.hpp"
 
 namespace spattn::reference {
@@ -25,7 +26,7 @@ AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const
   const MaskShape shape = MaskShape::of(p, group, 1);
   const std::int64_t tq = shape.num_q_tiles(), d = p.head_dim;
   const float sl = scale_log2(p.softmax_scale());
-  const float theta2 = c.theta * kLog2e;  // θ in base-2 units, like every score below
+  const float theta2 = anchor_attn::theta_log2(c.theta);  // θ in base-2 units, like every score below
   AnchorEstimate out;
   out.anchors.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), AnchorStats{});
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
@@ -36,11 +37,9 @@ AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const
     const std::int64_t hkv = p.kv_head_of(h), nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
     const std::int64_t first = t * group;
     if (first >= nq) return;
-    const std::int64_t last = std::min(first + group, nq) - 1, offset = p.causal_offset(b);
-    const std::int64_t p0 = first + offset;
-    const std::int64_t reach_end = p.causal ? std::min(last + offset + 1, nkv) : std::min(std::max<std::int64_t>(p0 + group, 0), nkv);
-    const anchor_attn::Window win = anchor_attn::local_window(c, p0, reach_end);
-    const std::int64_t sink_end = std::min(c.n_sink, nkv);
+    const std::int64_t last = std::min(first + group, nq) - 1;
+    const anchor_attn::GroupKeys keys = anchor_attn::group_keys(c.n_sink, c.local_lead, group, first, last, nq, nkv, p.causal);
+    const anchor_attn::Window win = keys.local;
     const std::int64_t rows_in_group = last - first + 1;
 
     // Queries of the group and K rows, as fp32.
@@ -56,8 +55,8 @@ AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const
     // Eigen product per group (deterministic for a given build; the anchors feed decisions that other
     // backends match up to a reported margin, DESIGN.md §5.3).
     std::vector<std::int64_t> region;
-    for (std::int64_t j = 0; j < sink_end; ++j) region.push_back(j);
-    for (std::int64_t j = win.begin; j < std::min(win.end, nkv); ++j) region.push_back(j);
+    for (std::int64_t j = 0; j < keys.sink_end; ++j) region.push_back(j);
+    for (std::int64_t j = win.begin; j < win.end; ++j) region.push_back(j);
     RowMatrix kr(static_cast<Eigen::Index>(region.size()), d);
     for (std::size_t c2 = 0; c2 < region.size(); ++c2)
       load_row(k, row_offset(k, p, false, b, hkv, region[c2]), d, kr.row(static_cast<Eigen::Index>(c2)).data());
@@ -66,9 +65,9 @@ AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const
     std::vector<float> anchor(static_cast<std::size_t>(rows_in_group));
     std::vector<float> w(region.size());
     for (std::int64_t r = 0; r < rows_in_group; ++r) {
-      const std::int64_t visible = p.visible_keys(b, first + r);
+      const AnchorRegion own = anchor_attn::row_anchor_region(c.n_sink, win, p.visible_keys(b, first + r));
       float* x = scores.row(r).data();
-      for (std::size_t c2 = 0; c2 < region.size(); ++c2) x[c2] = region[c2] < visible ? x[c2] * sl : -INFINITY;
+      for (std::size_t c2 = 0; c2 < region.size(); ++c2) x[c2] = own.contains(region[c2]) ? x[c2] * sl : -INFINITY;
       AnchorStats st;
       if (!region.empty()) OnlineSoftmax::update(st, x, static_cast<int>(region.size()), w.data());
       anchor[static_cast<std::size_t>(r)] = st.m;
@@ -77,36 +76,31 @@ AnchorEstimate anchor_attn_estimate(const Problem& p, const TensorView& q, const
 
     // Pooled blocks: mean query and mean anchor (fp32, sequential, true counts).
     const std::int64_t blocks = (rows_in_group + c.block - 1) / c.block;
-    std::vector<float> qbar(static_cast<std::size_t>(blocks * d), 0.0f), abar(static_cast<std::size_t>(blocks), 0.0f);
-    for (std::int64_t r = 0; r < rows_in_group; ++r) {
-      const std::int64_t blk = r / c.block;
-      for (std::int64_t e = 0; e < d; ++e) qbar[static_cast<std::size_t>(blk * d + e)] += qg[static_cast<std::size_t>(r * d + e)];
-      abar[static_cast<std::size_t>(blk)] += anchor[static_cast<std::size_t>(r)];
-    }
+    std::vector<float> qbar(static_cast<std::size_t>(blocks * d)), abar(static_cast<std::size_t>(blocks));
     for (std::int64_t blk = 0; blk < blocks; ++blk) {
-      const auto count = static_cast<float>(std::min<std::int64_t>(c.block, rows_in_group - blk * c.block));
-      for (std::int64_t e = 0; e < d; ++e) qbar[static_cast<std::size_t>(blk * d + e)] /= count;
-      abar[static_cast<std::size_t>(blk)] /= count;
+      const std::int64_t count = std::min<std::int64_t>(c.block, rows_in_group - blk * c.block);
+      mean_rows(qg.data() + blk * c.block * d, count, d, qbar.data() + blk * d);
+      mean_rows(anchor.data() + blk * c.block, count, 1, abar.data() + blk);
     }
 
     // Stripes: candidate j is kept when some pooled block has q̄·k_j·scale + θ >= ā (base 2).
     auto& row = rows[static_cast<std::size_t>((b * p.heads_q + h) * tq + t)];
-    for (std::int64_t j = 0; j < sink_end; ++j) row.push_back(static_cast<std::int32_t>(j));
+    for (std::int64_t j = 0; j < keys.sink_end; ++j) row.push_back(static_cast<std::int32_t>(j));
     std::int64_t cand = 0, sel = 0;
     auto consider = [&](std::int64_t j) {
       ++cand;
       const float* kj = key(j);
       for (std::int64_t blk = 0; blk < blocks; ++blk)
-        if (dot_lanes8(qbar.data() + blk * d, kj, static_cast<int>(d)) * sl + theta2 >= abar[static_cast<std::size_t>(blk)]) {
+        if (anchor_attn::stripe_selected(anchor_attn::stripe_score(qbar.data() + blk * d, kj, static_cast<int>(d), sl), theta2,
+                                         abar[static_cast<std::size_t>(blk)])) {
           row.push_back(static_cast<std::int32_t>(j));
           ++sel;
           return;
         }
     };
-    for (std::int64_t j = sink_end; j < std::min(win.begin, nkv); ++j) consider(j);
-    for (std::int64_t j = win.begin; j < std::min(win.end, nkv); ++j) row.push_back(static_cast<std::int32_t>(j));
-    if (!p.causal)
-      for (std::int64_t j = std::max(win.end, sink_end); j < nkv; ++j) consider(j);
+    for (std::int64_t j = keys.sink_end; j < keys.candidates_end; ++j) consider(j);
+    for (std::int64_t j = win.begin; j < win.end; ++j) row.push_back(static_cast<std::int32_t>(j));
+    for (std::int64_t j = keys.after_begin; j < nkv; ++j) consider(j);
     candidates += cand;
     selected += sel;
   });

@@ -50,21 +50,16 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
   const std::int64_t bs = c.block, g = c.group, groups_per_block = bs / g;
   const MaskShape shape = MaskShape::of(p, c.tile_q(), c.tile, !per_query_head);
   const std::int64_t tq = shape.num_q_tiles();
-  const std::int64_t lc = std::max<std::int64_t>(1, (std::int64_t{c.n_local} * c.tile + bs - 1) / bs);
+  const std::int64_t lc = bfla::local_blocks(c.n_local, c.tile, c.block);
   const float sl = scale_log2(p.softmax_scale());
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
 
   tbb::parallel_for(std::int64_t{0}, p.batch * shape.mask_heads, [&](std::int64_t bm) {
     const std::int64_t b = bm / shape.mask_heads, mh = bm % shape.mask_heads;
     const std::int64_t hkv = per_query_head ? p.kv_head_of(mh) : mh;
-    const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), nc = nkv - nq;
+    const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
     const std::int64_t lq = (nq + bs - 1) / bs, lkv = (nkv + bs - 1) / bs;
-    // Causal block limit of query block i: blocks j < jc(i) may be seen.
-    auto jc = [&](std::int64_t i) {
-      if (!p.causal) return lkv;
-      const std::int64_t e = std::min(nc + (i + 1) * bs - 1, nkv - 1);
-      return e / bs + 1;
-    };
+    auto jc = [&](std::int64_t i) { return bfla::causal_blocks(i, nq, nkv, bs, p.causal); };
     std::vector<std::uint8_t> keep(static_cast<std::size_t>(lq * lkv), 0);
     const RowMatrix kr = padded_rows(p, k, false, b, hkv, nkv, g);
     const std::int64_t gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g;
@@ -82,8 +77,8 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
         for (std::int64_t j = 0; j < lkv; ++j) {
           valid[static_cast<std::size_t>(j)] = j < reach;
           float best = -INFINITY;
-          for (std::int64_t u = i * groups_per_block; u < std::min((i + 1) * groups_per_block, gq); ++u)
-            for (std::int64_t v = j * groups_per_block; v < std::min((j + 1) * groups_per_block, gk); ++v)
+          for (std::int64_t u = i * groups_per_block; u < bfla::groups_end(i, groups_per_block, gq); ++u)
+            for (std::int64_t v = j * groups_per_block; v < bfla::groups_end(j, groups_per_block, gk); ++v)
               best = std::max(best, s(u, v));
           x[static_cast<std::size_t>(j)] = j < reach ? best * sl : -INFINITY;
           if (j < reach) {
@@ -92,12 +87,12 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
           }
         }
         std::uint8_t* row_keep = keep.data() + i * lkv;
-        if (!finite || c.gamma >= 1.0f) {
+        if (bfla::keep_all_blocks(finite, c.gamma)) {
           for (std::int64_t j = 0; j < reach; ++j) row_keep[j] = 1;
           continue;
         }
         for (std::int64_t j = 0; j < lkv; ++j)
-          prob[static_cast<std::size_t>(j)] = j < reach ? exp2_det(x[static_cast<std::size_t>(j)] - m) : 0.0f;
+          prob[static_cast<std::size_t>(j)] = j < reach ? bfla::weight(x[static_cast<std::size_t>(j)], m) : 0.0f;
         if (c.gamma > 0.0f) {
           top_cdf(prob.data(), valid.data(), static_cast<int>(lkv), {c.gamma, 1, true}, sel.data(), order);
           for (std::int64_t j = 0; j < lkv; ++j) row_keep[j] |= sel[static_cast<std::size_t>(j)];
@@ -105,15 +100,14 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
         if (c.prob_threshold <= 1.0f) {
           const float z = sum_sequential(prob.data(), lkv);
           for (std::int64_t j = 0; j < reach; ++j)
-            if (prob[static_cast<std::size_t>(j)] / z > c.prob_threshold) row_keep[j] = 1;
+            if (bfla::above_prob_threshold(prob[static_cast<std::size_t>(j)], z, c.prob_threshold)) row_keep[j] = 1;
         }
         if (c.keep_ratio > 0.0f || c.min_keep_blocks > 0) {
-          const std::int64_t kk = std::clamp<std::int64_t>(
-              std::max<std::int64_t>(c.min_keep_blocks, static_cast<std::int64_t>(static_cast<double>(lkv) * c.keep_ratio)), 1, lkv);
-          std::vector<std::int64_t> idx(static_cast<std::size_t>(reach));
+          const std::int64_t kk = bfla::topk_floor(c.min_keep_blocks, c.keep_ratio, lkv);
+          std::vector<int> idx(static_cast<std::size_t>(reach));
           std::iota(idx.begin(), idx.end(), 0);
-          std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t bb) {
-            return x[static_cast<std::size_t>(a)] > x[static_cast<std::size_t>(bb)];
+          std::sort(idx.begin(), idx.end(), [&](int a, int bb) {
+            return selection_before(x[static_cast<std::size_t>(a)], a, x[static_cast<std::size_t>(bb)], bb);
           });
           for (std::int64_t t = 0; t < std::min(kk, reach); ++t) row_keep[idx[static_cast<std::size_t>(t)]] = 1;
         }
@@ -123,10 +117,9 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
     for (std::int64_t i = 0; i < lq; ++i) {
       std::uint8_t* row_keep = keep.data() + i * lkv;
       const std::int64_t reach = jc(i);
-      const std::int64_t first = std::clamp<std::int64_t>((nc + i * bs) / bs, 0, lkv - 1);
-      const std::int64_t last = std::clamp<std::int64_t>((nc + std::min((i + 1) * bs, nq) - 1) / bs, 0, lkv - 1);
+      const bfla::Band band = bfla::band(i, nq, nkv, bs, lc);
       row_keep[0] = 1;
-      for (std::int64_t j = std::max<std::int64_t>(0, first - lc); j <= last; ++j) row_keep[j] = 1;
+      for (std::int64_t j = band.first; j <= band.last; ++j) row_keep[j] = 1;
       for (std::int64_t j = reach; j < lkv; ++j) row_keep[j] = 0;
     }
     auto rescue = [&](std::vector<std::uint8_t>& bits, std::int64_t rows_n, std::int64_t cols, auto reach_of) {
@@ -147,7 +140,8 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
     std::vector<std::uint8_t> fine(static_cast<std::size_t>(tiles_q * tiles_k));
     for (std::int64_t r = 0; r < tiles_q; ++r)
       for (std::int64_t t = 0; t < tiles_k; ++t)
-        fine[static_cast<std::size_t>(r * tiles_k + t)] = keep[static_cast<std::size_t>((r * c.tile_q() / bs) * lkv + t * c.tile / bs)];
+        fine[static_cast<std::size_t>(r * tiles_k + t)] =
+            keep[static_cast<std::size_t>(bfla::coarse_q(r, c.tile_q(), c.block) * lkv + bfla::coarse_k(t, c.tile, c.block))];
     if (c.rescue_grid == bfla::RescueGrid::tile)
       rescue(fine, tiles_q, tiles_k, [&](std::int64_t r) { return shape.reachable_k_tiles(b, r); });
     for (std::int64_t r = 0; r < tiles_q; ++r) {

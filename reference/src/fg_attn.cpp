@@ -7,6 +7,7 @@
 #include "spattn/error.hpp"
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
 #include "spattn/topcdf.hpp"
 #include "tensor_rows.hpp"
 
@@ -17,16 +18,10 @@ namespace {
 std::vector<float> tile_means(const Problem& p, const TensorView& t, bool is_q, std::int64_t b, std::int64_t h,
                               std::int64_t n, std::int64_t tile) {
   const std::int64_t d = p.head_dim, tiles = (n + tile - 1) / tile;
-  std::vector<float> means(static_cast<std::size_t>(tiles * d), 0.0f), row(static_cast<std::size_t>(d));
-  for (std::int64_t i = 0; i < n; ++i) {
-    load_row(t, row_offset(t, p, is_q, b, h, i), d, row.data());
-    float* acc = means.data() + (i / tile) * d;
-    for (std::int64_t c = 0; c < d; ++c) acc[c] += row[static_cast<std::size_t>(c)];
-  }
-  for (std::int64_t j = 0; j < tiles; ++j) {
-    const auto count = static_cast<float>(std::min(tile, n - j * tile));
-    for (std::int64_t c = 0; c < d; ++c) means[static_cast<std::size_t>(j * d + c)] /= count;
-  }
+  std::vector<float> means(static_cast<std::size_t>(tiles * d)), rows(static_cast<std::size_t>(n * d));
+  for (std::int64_t i = 0; i < n; ++i) load_row(t, row_offset(t, p, is_q, b, h, i), d, rows.data() + i * d);
+  for (std::int64_t j = 0; j < tiles; ++j)
+    mean_rows(rows.data() + j * tile * d, std::min(tile, n - j * tile), d, means.data() + j * d);
   return means;
 }
 
@@ -41,15 +36,12 @@ std::vector<float> fg_attn_logits(const Problem& p, const TensorView& q, const T
   const std::vector<float> kbar = tile_means(p, k, false, b, p.kv_head_of(hq), nkv, cfg.tile_k);
   const float sl = scale_log2(p.softmax_scale());
   std::vector<float> logits(static_cast<std::size_t>(tq * tk), -INFINITY);
-  const std::int64_t tail = nkv % cfg.tile_k;
-  const float tail_weight = cfg.size_weighted_tail && tail != 0
-                                ? log2_det(static_cast<float>(tail) / static_cast<float>(cfg.tile_k))
-                                : 0.0f;
+  const float tail_weight = fg_attn::tail_weight(nkv, cfg.tile_k, cfg.size_weighted_tail);
   for (std::int64_t i = 0; i * cfg.tile_q < nq; ++i) {
     const std::int64_t reachable = shape.reachable_k_tiles(b, i);
     for (std::int64_t j = 0; j < reachable; ++j) {
-      float x = dot_sequential(qbar.data() + i * d, kbar.data() + j * d, d) * sl;
-      if (j == nkv / cfg.tile_k && tail != 0) x += tail_weight;
+      float x = fg_attn::pooled_logit(qbar.data() + i * d, kbar.data() + j * d, d, sl);
+      if (fg_attn::is_tail_tile(j, nkv, cfg.tile_k)) x += tail_weight;
       logits[static_cast<std::size_t>(i * tk + j)] = x;
     }
   }
@@ -78,13 +70,13 @@ TileMask fg_attn_estimate(const Problem& p, const TensorView& q, const TensorVie
         finite = finite && std::isfinite(x[j]);
         m = x[j] > m ? x[j] : m;
       }
-      if (!finite || cfg.top_p >= 1.0f) {  // dense fallback (NaN/Inf inputs) or p >= 1
+      if (fg_attn::keep_all_tiles(finite, cfg.top_p)) {  // dense fallback (NaN/Inf inputs) or p >= 1
         for (std::int64_t j = 0; j < reachable; ++j) row.push_back(static_cast<std::int32_t>(j));
         continue;
       }
       for (std::int64_t j = 0; j < tk; ++j) {
         valid[static_cast<std::size_t>(j)] = j < reachable;
-        prob[static_cast<std::size_t>(j)] = j < reachable ? exp2_det(x[j] - m) : 0.0f;
+        prob[static_cast<std::size_t>(j)] = j < reachable ? fg_attn::weight(x[j], m) : 0.0f;
       }
       top_cdf(prob.data(), valid.data(), static_cast<int>(tk), {cfg.top_p, 1, true}, keep.data(), order);
       for (std::int64_t j = 0; j < tk; ++j)

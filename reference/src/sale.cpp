@@ -10,6 +10,7 @@
 #include "spattn/error.hpp"
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
 #include "spattn/reference/executor.hpp"
 #include "tensor_rows.hpp"
 
@@ -31,8 +32,8 @@ SaleQuantized quantize(const std::vector<float>& rows, std::int64_t n, std::int6
   }
   for (std::int64_t r = 0; r < n; ++r) {
     const float a = amax[static_cast<std::size_t>(group_of(r))];
-    const float inv = a > 0.0f ? static_cast<float>(range) / a : 0.0f;
-    out.scale[static_cast<std::size_t>(r)] = a > 0.0f ? a / static_cast<float>(range) : 0.0f;
+    const float inv = sale::group_inv_scale(a, range);
+    out.scale[static_cast<std::size_t>(r)] = sale::group_scale(a, range);
     for (std::int64_t e = 0; e < d; ++e)
       out.codes[static_cast<std::size_t>(r * d + e)] =
           static_cast<std::int8_t>(sale::quant_code(rows[static_cast<std::size_t>(r * d + e)], inv, range));
@@ -47,23 +48,20 @@ std::vector<float> rows_of(const Problem& p, const TensorView& t, bool is_q, std
 }
 
 std::vector<float> center(std::vector<float>& rows, std::int64_t n, std::int64_t d) {
-  std::vector<float> mu(static_cast<std::size_t>(d), 0.0f);
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t e = 0; e < d; ++e) mu[static_cast<std::size_t>(e)] += rows[static_cast<std::size_t>(r * d + e)];
-  for (auto& m : mu) m /= static_cast<float>(n);
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t e = 0; e < d; ++e) rows[static_cast<std::size_t>(r * d + e)] -= mu[static_cast<std::size_t>(e)];
+  std::vector<float> mu(static_cast<std::size_t>(d));
+  mean_rows(rows.data(), n, d, mu.data());
+  subtract_mean(rows.data(), n, d, mu.data());
   return mu;
 }
 
 }  // namespace
 
 SaleQuantized sale_quantize_q(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range) {
-  return quantize(rows, n, d, range, [](std::int64_t r) { return (r / 16) * 16 + r % 8; });
+  return quantize(rows, n, d, range, sale::q_group);
 }
 
 SaleQuantized sale_quantize_k(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range) {
-  return quantize(rows, n, d, range, [](std::int64_t r) { return (r / 32) * 32 + (r % 8) / 2; });
+  return quantize(rows, n, d, range, sale::k_group);
 }
 
 SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c) {
@@ -75,6 +73,7 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
   const float sl = scale_log2(p.softmax_scale());
   SaleEstimate out;
   out.margins.assign(static_cast<std::size_t>(p.batch * p.heads_q * tq * tk), NAN);
+  out.sink_local.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), SoftmaxState{});
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
   std::vector<std::int64_t> cand_count(static_cast<std::size_t>(p.batch * p.heads_q), 0), sel_count(cand_count.size(), 0);
 
@@ -100,8 +99,8 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
       if (first >= nq) break;
       const std::int64_t last = std::min(first + sale::kBlockQ, nq) - 1, nrows = last - first + 1;
       const std::int64_t n_max = shape.reachable_k_tiles(b, blk);
-      const std::int64_t segs = tau < 1e-5f ? 0 : std::max<std::int64_t>(0, (n_max - 1 - nl) / sale::kSegment);
-      const std::int64_t cand_end = 1 + sale::kSegment * segs;  // candidates are key blocks [1, cand_end)
+      const std::int64_t segs = sale::candidate_segments(n_max, nl, tau);
+      const std::int64_t cand_end = sale::candidate_end(segs);  // candidates are key blocks [1, cand_end)
       auto& row = rows[static_cast<std::size_t>(bh * tq + blk)];
       row.push_back(0);
       for (std::int64_t j = cand_end; j < n_max; ++j) row.push_back(static_cast<std::int32_t>(j));
@@ -110,17 +109,17 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
         continue;
       }
       // Exact sink-local statistics and raw-logit thresholds per row.
-      const std::int64_t local_begin = cand_end * sale::kBlockK;
       for (std::int64_t r = 0; r < nrows; ++r) {
-        const std::int64_t visible = p.visible_keys(b, first + r);
+        const AnchorRegion region = sale::sink_local_region(p.visible_keys(b, first + r), cand_end);
         const Eigen::Map<const Eigen::RowVectorXf> qi(q_raw.data() + (first + r) * d, d);
         x.clear();
-        for (std::int64_t j = 0; j < std::min<std::int64_t>(sale::kBlockK, visible); ++j) x.push_back(qi.dot(kexact.row(j)) * sl);
-        for (std::int64_t j = local_begin; j < visible; ++j) x.push_back(qi.dot(kexact.row(j)) * sl);
+        for (std::int64_t j = 0; j < region.sink_end; ++j) x.push_back(qi.dot(kexact.row(j)) * sl);
+        for (std::int64_t j = region.local_begin; j < region.local_end; ++j) x.push_back(qi.dot(kexact.row(j)) * sl);
         SoftmaxState st;
         w.resize(x.size());
         OnlineSoftmax::update(st, x.data(), static_cast<int>(x.size()), w.data());
-        thr[static_cast<std::size_t>(r)] = (st.m + log2_det(tau * st.l)) / sl;
+        thr[static_cast<std::size_t>(r)] = sale::threshold(st, tau, sl);
+        out.sink_local[static_cast<std::size_t>(bh * p.seqlen_q + first + r)] = st;
       }
       // Candidate blocks: integer products of the codes (exact in fp32: |acc| ≤ 127²·256 < 2^24).
       RowMatrix qcodes(nrows, d);
@@ -139,26 +138,25 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
             float sk = 0.0f;
             for (std::int64_t a = 0; a < 4; ++a)
               for (std::int64_t cc = 0; cc < 2; ++cc) {
-                const std::int64_t j = jb * sale::kBlockK + 8 * a + 2 * g + cc;
+                const std::int64_t j = sale::group_key(jb, static_cast<int>(a), g, static_cast<int>(cc));
                 if (j >= nkv || j >= visible) continue;
                 sk = kq.scale[static_cast<std::size_t>(j)];
                 const float unit = sq * sk;
                 if (unit > 0.0f) {
-                  const double bias = std::nearbyint(static_cast<double>(qmk[static_cast<std::size_t>(j)]) / unit);
-                  const auto bi = static_cast<std::int64_t>(std::clamp(bias, -1073741824.0, 1073741824.0));
+                  const std::int64_t bi = sale::bias_units(qmk[static_cast<std::size_t>(j)], unit);
                   best = std::max(best, static_cast<std::int64_t>(acc(r, j - sale::kBlockK)) + bi);
                 } else {
                   best_exact = std::max(best_exact, qmk[static_cast<std::size_t>(j)]);  // q' = 0 or k' = 0: bias only
                 }
               }
             float est = best_exact;
-            if (best != std::numeric_limits<std::int64_t>::min()) est = std::max(est, (sq * sk) * static_cast<float>(best));
+            if (best != std::numeric_limits<std::int64_t>::min()) est = std::max(est, sale::dequantize(sq, sk, best));
             margin = std::max(margin, est - thr[static_cast<std::size_t>(r)]);
           }
         }
         out.margins[static_cast<std::size_t>((bh * tq + blk) * tk + jb)] = margin;
         ++cand_count[static_cast<std::size_t>(bh)];
-        if (margin >= 0.0f) {
+        if (sale::selected(margin)) {
           row.push_back(static_cast<std::int32_t>(jb));
           ++sel_count[static_cast<std::size_t>(bh)];
         }

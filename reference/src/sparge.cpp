@@ -8,6 +8,7 @@
 
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
 #include "spattn/topcdf.hpp"
 #include "tensor_rows.hpp"
 
@@ -28,10 +29,7 @@ Pooled pool(const std::vector<float>& rows, std::int64_t n, std::int64_t d, std:
   std::vector<float> scratch;
   for (std::int64_t j = 0; j < blocks; ++j) {
     const std::int64_t first = j * block, count = std::min(block, n - first);
-    float* m = p.mean.data() + j * d;
-    for (std::int64_t r = first; r < first + count; ++r)
-      for (std::int64_t c = 0; c < d; ++c) m[c] += rows[static_cast<std::size_t>(r * d + c)];
-    for (std::int64_t c = 0; c < d; ++c) m[c] /= static_cast<float>(count);
+    mean_rows(rows.data() + first * d, count, d, p.mean.data() + j * d);
     p.sim[static_cast<std::size_t>(j)] = sparge::self_similarity(rows.data() + first * d, count, d, scratch);
   }
   return p;
@@ -61,12 +59,9 @@ SpargeEstimate sparge_estimate(const Problem& p, const TensorView& q, const Tens
     const std::int64_t b = bk / p.heads_kv, hkv = bk % p.heads_kv;
     const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), offset = p.causal_offset(b);
     // Mean-centred keys (softmax-invariant per row), pooled per key block.
-    std::vector<float> keys = load_rows(p, k, false, b, hkv, nkv), mu(static_cast<std::size_t>(d), 0.0f);
-    for (std::int64_t r = 0; r < nkv; ++r)
-      for (std::int64_t e = 0; e < d; ++e) mu[static_cast<std::size_t>(e)] += keys[static_cast<std::size_t>(r * d + e)];
-    for (auto& m : mu) m /= static_cast<float>(nkv);
-    for (std::int64_t r = 0; r < nkv; ++r)
-      for (std::int64_t e = 0; e < d; ++e) keys[static_cast<std::size_t>(r * d + e)] -= mu[static_cast<std::size_t>(e)];
+    std::vector<float> keys = load_rows(p, k, false, b, hkv, nkv), mu(static_cast<std::size_t>(d));
+    mean_rows(keys.data(), nkv, d, mu.data());
+    subtract_mean(keys.data(), nkv, d, mu.data());
     const Pooled kp = pool(keys, nkv, d, c.block_k);
     std::copy(kp.sim.begin(), kp.sim.end(), out.k_similarity.begin() + bk * tk);
     const std::int64_t blocks_k = static_cast<std::int64_t>(kp.sim.size());
@@ -81,30 +76,30 @@ SpargeEstimate sparge_estimate(const Problem& p, const TensorView& q, const Tens
       for (std::int64_t i = 0; i * c.block_q < nq; ++i) {
         auto& row = rows[static_cast<std::size_t>((b * p.heads_q + h) * tq + i)];
         const std::int64_t reach = shape.reachable_k_tiles(b, i);
-        const bool q_similar = qp.sim[static_cast<std::size_t>(i)] > theta;
         std::vector<std::uint8_t> keep(static_cast<std::size_t>(reach), 0);
-        if (c.dense_head(h) || !q_similar) std::fill(keep.begin(), keep.end(), 1);
+        if (sparge::row_forced(c.dense_head(h), sparge::self_similar(qp.sim[static_cast<std::size_t>(i)], theta)))
+          std::fill(keep.begin(), keep.end(), 1);
         float m = -INFINITY;
         int n_valid = 0;
         for (std::int64_t j = 0; j < blocks_k; ++j) {
-          const bool k_similar = kp.sim[static_cast<std::size_t>(j)] > theta;
-          valid[static_cast<std::size_t>(j)] = j < reach && k_similar;
-          if (j < reach && !k_similar) keep[static_cast<std::size_t>(j)] = 1;  // forced column
-          x[static_cast<std::size_t>(j)] = valid[static_cast<std::size_t>(j)]
-                                               ? dot_lanes8(qp.mean.data() + i * d, kp.mean.data() + j * d, static_cast<int>(d)) * sl
-                                               : -INFINITY;
-          if (valid[static_cast<std::size_t>(j)]) m = std::max(m, x[static_cast<std::size_t>(j)]), ++n_valid;
+          const bool k_similar = sparge::self_similar(kp.sim[static_cast<std::size_t>(j)], theta);
+          const auto u = static_cast<std::size_t>(j);
+          valid[u] = sparge::candidate(j, reach, k_similar);
+          if (j < reach && sparge::column_forced(k_similar)) keep[u] = 1;
+          x[u] = valid[u] ? sparge::pooled_score(qp.mean.data() + i * d, kp.mean.data() + j * d, static_cast<int>(d), sl)
+                          : -INFINITY;
+          if (valid[u]) m = std::max(m, x[u]), ++n_valid;
         }
-        if (n_valid > 0 && std::isfinite(m)) {
+        if (sparge::scores_usable(n_valid, m)) {
           for (std::int64_t j = 0; j < blocks_k; ++j)
-            prob[static_cast<std::size_t>(j)] = valid[static_cast<std::size_t>(j)] ? exp2_det(x[static_cast<std::size_t>(j)] - m) : 0.0f;
+            prob[static_cast<std::size_t>(j)] = valid[static_cast<std::size_t>(j)] ? sparge::weight(x[static_cast<std::size_t>(j)], m) : 0.0f;
           if (c.topk > 0.0f) {
-            const std::int64_t kk = std::max<std::int64_t>(1, static_cast<std::int64_t>(c.topk * static_cast<float>(reach)));
-            std::vector<std::int64_t> idx;
+            const std::int64_t kk = sparge::topk_count(c.topk, reach);
+            std::vector<int> idx;
             for (std::int64_t j = 0; j < blocks_k; ++j)
-              if (valid[static_cast<std::size_t>(j)]) idx.push_back(j);
-            std::stable_sort(idx.begin(), idx.end(), [&](std::int64_t a, std::int64_t bb) {
-              return prob[static_cast<std::size_t>(a)] > prob[static_cast<std::size_t>(bb)];
+              if (valid[static_cast<std::size_t>(j)]) idx.push_back(static_cast<int>(j));
+            std::sort(idx.begin(), idx.end(), [&](int a, int bb) {
+              return selection_before(prob[static_cast<std::size_t>(a)], a, prob[static_cast<std::size_t>(bb)], bb);
             });
             for (std::int64_t t = 0; t < std::min<std::int64_t>(kk, static_cast<std::int64_t>(idx.size())); ++t)
               keep[static_cast<std::size_t>(idx[static_cast<std::size_t>(t)])] = 1;
@@ -115,10 +110,10 @@ SpargeEstimate sparge_estimate(const Problem& p, const TensorView& q, const Tens
         } else if (n_valid > 0) {  // NaN/Inf pooled scores: dense row
           std::fill(keep.begin(), keep.end(), 1);
         }
-        if (p.causal) {  // diagonal blocks: every key block holding a diagonal key of this query block
+        if (p.causal) {
           const std::int64_t first = i * c.block_q, last = std::min((i + 1) * c.block_q, nq) - 1;
-          for (std::int64_t j = (first + offset) / c.block_k; j <= (last + offset) / c.block_k && j < reach; ++j)
-            keep[static_cast<std::size_t>(j)] = 1;
+          const sparge::BlockRange diag = sparge::diagonal_blocks(first, last, offset, c.block_k, reach);
+          for (std::int64_t j = diag.first; j <= diag.last; ++j) keep[static_cast<std::size_t>(j)] = 1;
         }
         if (c.attention_sink && reach > 0) keep[0] = 1;
         for (std::int64_t j = 0; j < reach; ++j)

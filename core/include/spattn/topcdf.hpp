@@ -25,6 +25,10 @@ struct TopCdfParams {
   bool include_crossing = false;
 };
 
+/// Step 3, the selection order: entry a (value pa) comes before entry b (value pb) when it is larger, ties by
+/// lower index. Also the order of every top-k rule (SpargeAttn's top-k, BFLA's top-k floor).
+SPATTN_INLINE bool selection_before(float pa, int a, float pb, int b) { return pa > pb || (pa == pb && a < b); }
+
 /// Steps 2, 4-6 on values already in selection order (descending, ties by index), n_valid of them: the
 /// number of entries kept. Host and device: a GPU that sorts its own way calls this for the cut.
 SPATTN_INLINE int top_cdf_count(const float* sorted, int n_valid, float tau, int min_keep,

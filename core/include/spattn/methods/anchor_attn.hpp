@@ -27,6 +27,11 @@
 
 #include <cstdint>
 
+#include "spattn/anchor.hpp"
+#include "spattn/config.hpp"
+#include "spattn/numerics.hpp"
+#include "spattn/online_softmax.hpp"
+
 namespace spattn::anchor_attn {
 
 struct Config {
@@ -41,17 +46,76 @@ struct Config {
   void validate() const;
 };
 
+// ---- rules (host + device; the reference's loops and every backend's estimator call these) ----
+
 /// Keys [begin, end) of the local window of the query group whose first query position is p0 and whose
 /// reach ends at `reach_end` (exclusive), in a sequence of nkv keys.
 struct Window {
   std::int64_t begin = 0, end = 0;
 };
-inline Window local_window(const Config& c, std::int64_t p0, std::int64_t reach_end) {
-  const std::int64_t lead = p0 - c.local_lead;
+SPATTN_INLINE Window local_window(std::int64_t n_sink, std::int64_t local_lead, std::int64_t p0, std::int64_t reach_end) {
+  const std::int64_t lead = p0 - local_lead;
   Window w;
-  w.begin = lead > c.n_sink ? lead : c.n_sink;
+  w.begin = lead > n_sink ? lead : n_sink;
   w.end = reach_end > w.begin ? reach_end : w.begin;
   return w;
 }
+inline Window local_window(const Config& c, std::int64_t p0, std::int64_t reach_end) {
+  return local_window(c.n_sink, c.local_lead, p0, reach_end);
+}
+
+/// Exclusive end of the keys the group of query rows [first, last] reaches: the last row's diagonal (causal),
+/// or the end of the group's window p0 + group_rows (non-causal), clipped to [0, nkv].
+SPATTN_INLINE std::int64_t group_reach_end(std::int64_t first, std::int64_t last, std::int64_t nq, std::int64_t nkv,
+                                           bool causal, std::int64_t group_rows) {
+  const std::int64_t offset = nkv - nq;
+  if (causal) {
+    const std::int64_t e = last + offset + 1;
+    return e < nkv ? e : nkv;
+  }
+  std::int64_t e = first + offset + group_rows;
+  e = e > 0 ? e : 0;
+  return e < nkv ? e : nkv;
+}
+
+/// The partition of the keys the group of query rows [first, last] works on (disjoint, covering the keys it can
+/// reach): sink [0, sink_end), local window [local.begin, local.end), candidates [sink_end, candidates_end)
+/// and, for non-causal inputs, [after_begin, nkv) after the window (after_begin = nkv when causal).
+struct GroupKeys {
+  std::int64_t sink_end = 0;
+  Window local;
+  std::int64_t candidates_end = 0;
+  std::int64_t after_begin = 0;
+};
+SPATTN_INLINE GroupKeys group_keys(std::int64_t n_sink, std::int64_t local_lead, std::int64_t group_rows, std::int64_t first,
+                                   std::int64_t last, std::int64_t nq, std::int64_t nkv, bool causal) {
+  GroupKeys g;
+  g.sink_end = n_sink < nkv ? n_sink : nkv;
+  g.local = local_window(n_sink, local_lead, first + (nkv - nq), group_reach_end(first, last, nq, nkv, causal, group_rows));
+  g.local.end = g.local.end < nkv ? g.local.end : nkv;
+  g.candidates_end = g.local.begin < nkv ? g.local.begin : nkv;
+  g.after_begin = causal ? nkv : (g.local.end > g.sink_end ? g.local.end : g.sink_end);
+  return g;
+}
+
+/// The anchor region of a row that sees `visible` keys (causal rule, sequence end): the group's sink
+/// [0, n_sink) and local window, both clipped to what the row sees. Its exact scores give the anchor.
+SPATTN_INLINE AnchorRegion row_anchor_region(std::int64_t n_sink, const Window& w, std::int64_t visible) {
+  const std::int64_t seen = visible < w.end ? visible : w.end;
+  return anchor_region(seen, n_sink, seen > w.begin ? seen - w.begin : 0);
+}
+
+/// θ in base-2 units (θ·log2 e, one fp32 multiply), the unit every score is compared in.
+SPATTN_INLINE float theta_log2(float theta) { return theta * kLog2e; }
+
+/// Pooled stripe score of candidate key k for a pooled query block q̄ (base 2): dot_lanes8(q̄, k)·scale·log2 e.
+SPATTN_INLINE float stripe_score(const float* q_mean, const float* key, int d, float scale_log2) {
+  return dot_lanes8(q_mean, key, d) * scale_log2;
+}
+
+/// Candidate key j is kept for the group when, for some pooled block, score + θ ≥ ā (ties select).
+SPATTN_INLINE bool stripe_selected(float score, float theta2, float anchor_mean) { return score + theta2 >= anchor_mean; }
+/// Signed distance of that decision (≥ 0 ⇔ selected), for decision-by-decision comparisons across backends.
+SPATTN_INLINE float stripe_margin(float score, float theta2, float anchor_mean) { return (score + theta2) - anchor_mean; }
 
 }  // namespace spattn::anchor_attn

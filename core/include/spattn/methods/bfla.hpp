@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "spattn/config.hpp"
+#include "spattn/numerics.hpp"
 
 namespace spattn::bfla {
 
@@ -54,6 +55,71 @@ struct Config {
   /// Throws spattn::Error naming the bad field.
   void validate() const;
 };
+
+// ---- rules (host + device; the reference's loops and every backend's estimator call these) ----
+
+/// Causal block limit of query block i: KV blocks j < causal_blocks(i) may be seen (all lkv blocks when not
+/// causal): j·b ≤ e_i = min(N_c + (i+1)·b − 1, Nkv − 1), N_c = Nkv − Nq.
+SPATTN_INLINE std::int64_t causal_blocks(std::int64_t i, std::int64_t nq, std::int64_t nkv, std::int64_t block, bool causal) {
+  const std::int64_t lkv = (nkv + block - 1) / block;
+  if (!causal) return lkv;
+  const std::int64_t e0 = (nkv - nq) + (i + 1) * block - 1;
+  const std::int64_t e = e0 < nkv - 1 ? e0 : nkv - 1;
+  return e / block + 1;
+}
+
+/// Group pairs scored for the block pair (i, j): query groups [i·G, min((i+1)·G, gq)) × key groups
+/// [j·G, min((j+1)·G, gk)), G = b/g, padded groups excluded. The block score is the max of the flattened-group
+/// products over them, times scale·log2 e.
+SPATTN_INLINE std::int64_t groups_end(std::int64_t block_index, std::int64_t groups_per_block, std::int64_t groups) {
+  const std::int64_t e = (block_index + 1) * groups_per_block;
+  return e < groups ? e : groups;
+}
+
+/// Local band L_c = max(1, ⌈n_local·T/b⌉) blocks.
+SPATTN_INLINE std::int64_t local_blocks(std::int32_t n_local, std::int32_t tile, std::int32_t block) {
+  const std::int64_t l = (std::int64_t{n_local} * tile + block - 1) / block;
+  return l > 1 ? l : 1;
+}
+
+/// Sink and band of query block i: KV block 0 and the KV blocks [first − L_c, last] where first/last are the
+/// KV blocks holding the block's first and last query positions (every block the query block overlaps).
+struct Band {
+  std::int64_t first = 0, last = -1;  ///< inclusive
+};
+SPATTN_INLINE Band band(std::int64_t i, std::int64_t nq, std::int64_t nkv, std::int64_t block, std::int64_t local) {
+  const std::int64_t nc = nkv - nq, lkv = (nkv + block - 1) / block;
+  const std::int64_t row_last = ((i + 1) * block < nq ? (i + 1) * block : nq) - 1;
+  std::int64_t first = (nc + i * block) / block, last = (nc + row_last) / block;
+  first = first < 0 ? 0 : (first > lkv - 1 ? lkv - 1 : first);
+  last = last < 0 ? 0 : (last > lkv - 1 ? lkv - 1 : last);
+  Band r;
+  r.first = first - local > 0 ? first - local : 0;
+  r.last = last;
+  return r;
+}
+
+/// The code's top-k floor: k = clamp(max(min_keep, ⌊lkv·ratio⌋), 1, lkv) blocks by score (selection order).
+SPATTN_INLINE std::int64_t topk_floor(std::int32_t min_keep, float keep_ratio, std::int64_t lkv) {
+  const auto by_ratio = static_cast<std::int64_t>(static_cast<double>(lkv) * keep_ratio);
+  std::int64_t k = min_keep > by_ratio ? std::int64_t{min_keep} : by_ratio;
+  k = k < 1 ? 1 : k;
+  return k > lkv ? lkv : k;
+}
+
+/// The code's probability threshold: keep a block whose share p/Z of the row exceeds prob_threshold.
+SPATTN_INLINE bool above_prob_threshold(float p, float z, float prob_threshold) { return p / z > prob_threshold; }
+
+/// The mass rule runs when the row's scores are finite and γ < 1 (else every causal block is kept); γ ≤ 0
+/// disables it (only sink, band and rescues remain).
+SPATTN_INLINE bool keep_all_blocks(bool scores_finite, float gamma) { return !scores_finite || gamma >= 1.0f; }
+
+/// The selection weight of a causal block: 2^(x − max), exp2_det (bit-identical everywhere).
+SPATTN_INLINE float weight(float score, float max_score) { return exp2_det(score - max_score); }
+
+/// The coarse block of executor tile (r, t): (r·tile_q / b, t·T / b).
+SPATTN_INLINE std::int64_t coarse_q(std::int64_t r, std::int32_t tile_q, std::int32_t block) { return r * tile_q / block; }
+SPATTN_INLINE std::int64_t coarse_k(std::int64_t t, std::int32_t tile, std::int32_t block) { return t * tile / block; }
 
 /// Stride rescue test: (131·i + 17·j + s) mod η == 0 with a floor modulus (η > 0).
 SPATTN_INLINE bool stride_rescued(std::int64_t i, std::int64_t j, std::int64_t s, std::int64_t eta) {

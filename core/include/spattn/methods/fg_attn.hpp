@@ -26,7 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "spattn/config.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/numerics.hpp"
 
 namespace spattn::fg_attn {
 
@@ -48,6 +50,29 @@ struct Config {
   /// Throws spattn::Error naming the bad field.
   void validate() const;
 };
+
+// ---- estimator rules (host + device; the reference's loops and every backend's estimator call these) ----
+
+/// Pooled logit of (query tile, key tile) in base-2 units: dot_sequential(q̄, k̄)·scale·log2 e.
+SPATTN_INLINE float pooled_logit(const float* q_mean, const float* k_mean, std::int64_t d, float scale_log2) {
+  return dot_sequential(q_mean, k_mean, d) * scale_log2;
+}
+
+/// The partial tail key tile (nkv mod N ≠ 0) is tile nkv / N; with size_weighted_tail its logit gains
+/// log2(n_tail / N) (ln in natural units), else 0 (the paper: every tile is one super-key).
+SPATTN_INLINE bool is_tail_tile(std::int64_t j, std::int64_t nkv, std::int32_t tile_k) {
+  return nkv % tile_k != 0 && j == nkv / tile_k;
+}
+SPATTN_INLINE float tail_weight(std::int64_t nkv, std::int32_t tile_k, bool size_weighted_tail) {
+  const std::int64_t tail = nkv % tile_k;
+  return size_weighted_tail && tail != 0 ? log2_det(static_cast<float>(tail) / static_cast<float>(tile_k)) : 0.0f;
+}
+
+/// A row keeps every reachable tile when a logit is not finite (NaN/Inf inputs) or p ≥ 1.
+SPATTN_INLINE bool keep_all_tiles(bool logits_finite, float top_p) { return !logits_finite || top_p >= 1.0f; }
+
+/// The selection weight of a tile: 2^(x − max), exp2_det (bit-identical everywhere).
+SPATTN_INLINE float weight(float logit, float max_logit) { return exp2_det(logit - max_logit); }
 
 /// One merged work item: up to R member query tiles of one (batch, mask head) and the union of their key
 /// tiles, with a membership bit per union tile (bit t = member t selected it).

@@ -28,9 +28,15 @@
 // which is the same decision because the dequantization is monotone.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "spattn/anchor.hpp"
+#include "spattn/config.hpp"
+#include "spattn/numerics.hpp"
+#include "spattn/online_softmax.hpp"
 
 namespace spattn::sale {
 
@@ -46,8 +52,72 @@ struct Config {
 
 constexpr std::int32_t kBlockQ = 64, kBlockK = 32, kSegment = 4;
 
-/// Round to nearest even, clamped to [−range, range].
-int quant_code(float x, float inv_scale, int range);
+// ---- rules (host + device; the reference's loops and every backend's estimator call these) ----
+
+/// Scale group of query row r: rows 16a+r' and 16a+r'+8 (r' < 8) share one (the mma per-thread groups).
+SPATTN_INLINE std::int64_t q_group(std::int64_t r) { return (r / 16) * 16 + r % 8; }
+/// Scale group of key n: in each aligned 32-key block, keys with the same (n mod 8) div 2 share one.
+SPATTN_INLINE std::int64_t k_group(std::int64_t n) { return (n / 32) * 32 + (n % 8) / 2; }
+/// Key n = 32·block + 8a + 2g + c is lane (a, c) of scale group g of its block (a < 4, g < 4, c < 2).
+SPATTN_INLINE std::int64_t group_key(std::int64_t block, int a, int g, int c) { return block * kBlockK + 8 * a + 2 * g + c; }
+
+/// The stored scale of a group with max |x| = amax: amax / R, or 0 for a zero-range group.
+SPATTN_INLINE float group_scale(float amax, int range) { return amax > 0.0f ? amax / static_cast<float>(range) : 0.0f; }
+/// The quantization multiplier R / amax (0 for a zero-range group, whose codes are all 0).
+SPATTN_INLINE float group_inv_scale(float amax, int range) { return amax > 0.0f ? static_cast<float>(range) / amax : 0.0f; }
+
+/// Round to nearest even, clamped to [−range, range]; NaN gives 0.
+SPATTN_INLINE int quant_code(float x, float inv_scale, int range) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  const float r = rintf(x * inv_scale);
+#else
+  const float r = std::nearbyint(x * inv_scale);  // default rounding mode: to nearest even
+#endif
+  if (!(r == r)) return 0;
+  return r > static_cast<float>(range) ? range : r < static_cast<float>(-range) ? -range : static_cast<int>(r);
+}
+
+/// Candidate segments of a query block that reaches n_max key blocks: S = ⌊(n_max − 1 − NL) / 4⌋ (none when
+/// τ < 1e-5: the head is dense). Candidates are key blocks [1, candidate_end(S)); sink = block 0; local = the rest.
+SPATTN_INLINE std::int64_t candidate_segments(std::int64_t n_max, std::int64_t local_blocks, float tau) {
+  if (tau < 1e-5f) return 0;
+  const std::int64_t s = (n_max - 1 - local_blocks) / kSegment;
+  return s > 0 ? s : 0;
+}
+SPATTN_INLINE std::int64_t candidate_end(std::int64_t segments) { return 1 + kSegment * segments; }
+
+/// Sink-local region of a row that sees `visible` keys, in a query block whose candidates end at key block
+/// cand_end: sink = key block 0, local = [cand_end·32, visible). Its exact (m, l) give the threshold.
+SPATTN_INLINE AnchorRegion sink_local_region(std::int64_t visible, std::int64_t cand_end) {
+  AnchorRegion r;
+  r.sink_end = visible < kBlockK ? visible : kBlockK;
+  r.local_begin = cand_end * kBlockK;
+  r.local_end = visible > r.local_begin ? visible : r.local_begin;
+  return r;
+}
+
+/// Row threshold in raw logits: T = (m̃ + log2(τ·l̃)) / (scale·log2 e), from the base-2 sink-local state.
+SPATTN_INLINE float threshold(const SoftmaxState& sink_local, float tau, float scale_log2) {
+  return (sink_local.m + log2_det(tau * sink_local.l)) / scale_log2;
+}
+
+/// Smoothing bias of key j for a row in integer units: RNE(qmk_j / (sq·sk)), clamped to ±2^30 (unit > 0).
+SPATTN_INLINE std::int64_t bias_units(float qmk, float unit) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  double b = rint(static_cast<double>(qmk) / unit);
+#else
+  double b = std::nearbyint(static_cast<double>(qmk) / unit);
+#endif
+  b = b < -1073741824.0 ? -1073741824.0 : (b > 1073741824.0 ? 1073741824.0 : b);
+  return static_cast<std::int64_t>(b);
+}
+
+/// Estimated raw logit of an integer score v = acc + bias: (sq·sk)·v.
+SPATTN_INLINE float dequantize(float sq, float sk, std::int64_t v) { return (sq * sk) * static_cast<float>(v); }
+
+/// A candidate block is selected when its margin max(est − T) over its valid (row, key) pairs is ≥ 0
+/// (the paper's select-on-tie).
+SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
 /// Two int4 codes per byte: channel 2c in the low nibble, 2c+1 in the high nibble (two's complement).
 std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes);
 std::vector<std::int8_t> unpack_int4(const std::vector<std::uint8_t>& bytes);

@@ -32,12 +32,85 @@
 #include <string>
 #include <vector>
 
+#include "spattn/config.hpp"
+#include "spattn/numerics.hpp"
+
 namespace spattn::sparge {
+
+// ---- Stage-1 rules (host + device; the reference's loops and every backend's estimator call these) ----
 
 /// Block self-similarity ‖(1/n') Σ_r x_r/‖x_r‖‖² over the n' non-zero rows of a [rows × d] block (row-major):
 /// the mean of the cosine Gram matrix including its diagonal. −1 when every row is zero (the caller treats
-/// that block as not self-similar). fp32, rows in order; `scratch` is resized to d.
-float self_similarity(const float* x, std::int64_t rows, std::int64_t d, std::vector<float>& scratch);
+/// that block as not self-similar). fp32, rows in order (IEEE sqrt and division); `scratch` holds d floats.
+SPATTN_INLINE float self_similarity(const float* x, std::int64_t rows, std::int64_t d, float* scratch) {
+  for (std::int64_t c = 0; c < d; ++c) scratch[c] = 0.0f;
+  std::int64_t nonzero = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * d;
+    float sq = 0.0f;
+    for (std::int64_t c = 0; c < d; ++c) sq += row[c] * row[c];
+    if (!(sq > 0.0f)) continue;
+    const float inv = 1.0f / std::sqrt(sq);
+    for (std::int64_t c = 0; c < d; ++c) scratch[c] += row[c] * inv;
+    ++nonzero;
+  }
+  if (nonzero == 0) return -1.0f;
+  float s = 0.0f;
+  const float inv_n = 1.0f / static_cast<float>(nonzero);
+  for (std::int64_t c = 0; c < d; ++c) {
+    const float m = scratch[c] * inv_n;
+    s += m * m;
+  }
+  return s;
+}
+/// Host convenience form (scratch resized to d).
+inline float self_similarity(const float* x, std::int64_t rows, std::int64_t d, std::vector<float>& scratch) {
+  scratch.resize(static_cast<std::size_t>(d));
+  return self_similarity(x, rows, d, scratch.data());
+}
+
+/// A block is self-similar iff its similarity exceeds θ (strict, as the code).
+SPATTN_INLINE bool self_similar(float similarity, float theta) { return similarity > theta; }
+
+/// Every block of a query row is forced on when the head is dense or the query block is not self-similar.
+SPATTN_INLINE bool row_forced(bool dense_head, bool q_self_similar) { return dense_head || !q_self_similar; }
+
+/// A key block that is not self-similar is forced on in every row (its whole column) and takes no part in
+/// the selection; a self-similar reachable block is a candidate.
+SPATTN_INLINE bool column_forced(bool k_self_similar) { return !k_self_similar; }
+SPATTN_INLINE bool candidate(std::int64_t j, std::int64_t reach, bool k_self_similar) { return j < reach && k_self_similar; }
+
+/// Pooled score of (query block, key block) in base-2 units: dot_lanes8(q̄, k̄) · scale·log2 e.
+SPATTN_INLINE float pooled_score(const float* q_mean, const float* k_mean, int d, float scale_log2) {
+  return dot_lanes8(q_mean, k_mean, d) * scale_log2;
+}
+
+/// The selection runs when the row has a candidate and its max pooled score is finite; a row whose
+/// candidates' max is ±inf or NaN (non-finite inputs) keeps every block instead.
+SPATTN_INLINE bool scores_usable(int candidates, float max_score) { return candidates > 0 && std::isfinite(max_score); }
+
+/// The selection weight of a candidate: 2^(x − max), exp2_det (bit-identical everywhere).
+SPATTN_INLINE float weight(float score, float max_score) { return exp2_det(score - max_score); }
+
+/// Top-k entry point: k = ⌊ρ · reachable blocks⌋, at least 1 (reachable, not only candidate, blocks).
+SPATTN_INLINE std::int64_t topk_count(float topk, std::int64_t reach) {
+  const auto k = static_cast<std::int64_t>(topk * static_cast<float>(reach));
+  return k > 1 ? k : 1;
+}
+
+/// Causal inputs: the key blocks [first, last] (clipped to reach) holding a diagonal key of the query block
+/// whose rows are [row_first, row_last] (offset = Nkv − Nq), so no row is left without a key.
+struct BlockRange {
+  std::int64_t first = 0, last = -1;  ///< inclusive; empty when last < first
+};
+SPATTN_INLINE BlockRange diagonal_blocks(std::int64_t row_first, std::int64_t row_last, std::int64_t offset,
+                                         std::int64_t block_k, std::int64_t reach) {
+  BlockRange r;
+  r.first = (row_first + offset) / block_k;
+  const std::int64_t last = (row_last + offset) / block_k;
+  r.last = last < reach - 1 ? last : reach - 1;
+  return r;
+}
 
 struct Config {
   std::int32_t block_q = 128;

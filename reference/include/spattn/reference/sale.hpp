@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "spattn/mask.hpp"
+#include "spattn/online_softmax.hpp"
 #include "spattn/methods/sale.hpp"
 #include "spattn/problem.hpp"
 #include "spattn/workload.hpp"
@@ -27,6 +28,9 @@ struct SaleEstimate {
   /// Per (b, hq, query block, key block): max over the block of est − T (raw logits) for candidate blocks,
   /// NaN for sink/local/unreachable blocks. ≥ 0 ⇔ selected. For near-tie analysis across backends.
   std::vector<float> margins;
+  /// Per row [(b·Hq + h)·Nq + i]: the exact base-2 (m, l) over its sink-local region
+  /// (sale::sink_local_region), for rows of query blocks with candidates; empty state elsewhere.
+  std::vector<SoftmaxState> sink_local;
   std::int64_t candidates = 0, selected = 0;
 };
 
