@@ -7,6 +7,7 @@
 
 #include "spattn/reference/sale.hpp"
 #include "spattn/spattn.hpp"
+#include "spattn/workload.hpp"
 
 using namespace spattn;
 using Clock = std::chrono::steady_clock;
@@ -36,7 +37,11 @@ int main() {
     for (int bits : {4, 8}) {
       sale::Config base;
       base.bits = bits;
-      const sale::Params tuned = reference::sale_calibrate({make_workload(cal)}, base, 0.4f);
+      const Workload sample = make_workload(cal);
+      CalibrationTargets targets;
+      targets.sale_theta = 0.4f;
+      const sale::Params tuned =
+          std::get<sale::Params>(calibrate(base, {{sample.problem, sample.q.view(), sample.k.view(), sample.v.view()}}, targets));
       for (int variant = 0; variant < 2; ++variant) {
         sale::Config cfg = base;
         if (variant == 1) cfg.tau = tuned.tau;

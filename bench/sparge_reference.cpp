@@ -7,8 +7,8 @@
 #include <cstdio>
 
 #include "spattn/reference/sparge.hpp"
-#include "spattn/reference/sparge_tuner.hpp"
 #include "spattn/spattn.hpp"
+#include "spattn/workload.hpp"
 
 using namespace spattn;
 using Clock = std::chrono::steady_clock;
@@ -38,11 +38,13 @@ int main() {
   std::printf("| workload | N | params | density | skipped PV | rel L1 | estimate / dense |\n|---|---|---|---|---|---|---|\n");
   for (const Case& c : cases) {
     // Tuned on a 4K sample of the same kind (different seed): l1 = 0.08, l2 = 0.09 (the paper's Llama bounds).
-    reference::SpargeTuneOptions tune;
+    CalibrationTargets tune;
     tune.l1 = 0.08f;
     tune.l2 = 0.09f;
     tune.theta_steps = 8;
-    const sparge::Params tuned = reference::sparge_calibrate({make_workload(spec(c.kind, 4096, c.hq, c.hkv, 100))}, tune);
+    const Workload sample = make_workload(spec(c.kind, 4096, c.hq, c.hkv, 100));
+    const sparge::Params tuned = std::get<sparge::Params>(
+        calibrate(sparge::Config{}, {{sample.problem, sample.q.view(), sample.k.view(), sample.v.view()}}, tune));
     const Workload w = make_workload(spec(c.kind, c.n, c.hq, c.hkv, 1));
     const Problem& p = w.problem;
     HostTensor dense(DType::f32, 1, c.hq, c.n, 128), out = dense;
@@ -51,7 +53,10 @@ int main() {
     const double dense_ms = ms_since(t0);
     const std::vector<float> ref = dense.to_float();
     for (int variant = 0; variant < 2; ++variant) {
-      sparge::Config cfg;  // defaults: θ = 0.6, τ = 0.98, PV threshold 50 (the code's HEAD default)
+      sparge::Config cfg;  // the code's HEAD TopCdf defaults: θ = 0.6, τ = 0.98, PV threshold 50
+      cfg.theta = {0.6f};
+      cfg.tau = {0.98f};
+      cfg.topk = 0.0f;
       AttendOptions opt;
       opt.pv_threshold = 50.0f;
       if (variant == 1) {

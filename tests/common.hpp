@@ -16,6 +16,7 @@
 
 #include "spattn/mask.hpp"
 #include "spattn/problem.hpp"
+#include "spattn/spattn.hpp"
 #include "spattn/tensor.hpp"
 #include "spattn/workload.hpp"
 
@@ -117,6 +118,14 @@ inline Workload test_workload(WorkloadKind kind, std::int64_t n, std::int64_t he
   s.head_dim = 64;
   s.seed = test_seed();
   return make_workload(s);
+}
+
+/// A workload as a calibration sample (views into its tensors).
+inline Sample sample_of(const Workload& w) { return {w.problem, w.q.view(), w.k.view(), w.v.view()}; }
+inline std::vector<Sample> samples_of(const std::vector<Workload>& ws) {
+  std::vector<Sample> out;
+  for (const Workload& w : ws) out.push_back(sample_of(w));
+  return out;
 }
 
 /// A random mask with about `density` of the reachable tiles kept.

@@ -156,7 +156,9 @@ TEST_CASE("bad SALE parameters are rejected") {
   bad([](sale::Config& c) { c.local_window = 100; }, "local_window");
   bad([](sale::Config& c) { c.tau = {1.5f}; }, "tau");
   bad([](sale::Config& c) { c.tau = {0.1f, 0.1f, 0.1f}; }, "tau");
-  CHECK_THROWS_AS(reference::sale_calibrate({w}, sale::Config{}, -1.0f), Error);
+  CalibrationTargets negative;
+  negative.sale_theta = -1.0f;
+  CHECK_THROWS_AS(calibrate(sale::Config{}, {sample_of(w)}, negative), Error);
 }
 
 }  // namespace

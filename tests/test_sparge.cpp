@@ -37,6 +37,7 @@ sparge::Config cfg(float theta, float tau) {
   c.block_k = 32;
   c.theta = {theta};
   c.tau = {tau};
+  c.topk = 0.0f;  // the TopCdf entry point (the default is the authors' top-k entry point)
   return c;
 }
 

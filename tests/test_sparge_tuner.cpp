@@ -9,7 +9,6 @@
 #include "common.hpp"
 #include "spattn/error.hpp"
 #include "spattn/reference/sparge.hpp"
-#include "spattn/reference/sparge_tuner.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::test {
@@ -28,7 +27,7 @@ Workload sample(WorkloadKind kind, std::uint64_t seed) {
 
 TEST_CASE("tuned parameters meet the error bound on the calibration inputs (re-checked independently)") {
   const std::vector<Workload> samples = {sample(WorkloadKind::llm, test_seed()), sample(WorkloadKind::llm, test_seed() + 1)};
-  reference::SpargeTuneOptions opt;
+  CalibrationTargets opt;
   opt.l1 = 0.05f;
   opt.l2 = 0.06f;
   opt.theta_steps = 4;
@@ -38,7 +37,7 @@ TEST_CASE("tuned parameters meet the error bound on the calibration inputs (re-c
     CHECK(f <= 1.0);
     ++calls;
   };
-  const sparge::Params params = reference::sparge_calibrate(samples, opt);
+  const sparge::Params params = std::get<sparge::Params>(calibrate(sparge::Config{}, samples_of(samples), opt));
   CHECK(calls > 0);
   REQUIRE(params.heads.size() == 2);
   for (const Workload& w : samples) {
@@ -82,15 +81,15 @@ TEST_CASE("tuned parameters meet the error bound on the calibration inputs (re-c
 
 TEST_CASE("heads without exploitable structure are tuned dense; bad bounds are rejected") {
   const std::vector<Workload> samples = {sample(WorkloadKind::random, test_seed())};
-  reference::SpargeTuneOptions opt;
+  CalibrationTargets opt;
   opt.l1 = 0.001f;
   opt.l2 = 0.001f;
   opt.theta_steps = 2;
-  const sparge::Params params = reference::sparge_calibrate(samples, opt);
+  const sparge::Params params = std::get<sparge::Params>(calibrate(sparge::Config{}, samples_of(samples), opt));
   for (const auto& h : params.heads) CHECK(h.dense);
   opt.l2 = 0.0005f;  // l2 < l1
-  CHECK_THROWS_WITH_AS(reference::sparge_calibrate(samples, opt), doctest::Contains("l1"), Error);
-  CHECK_THROWS_AS(reference::sparge_calibrate({}, reference::SpargeTuneOptions{}), Error);
+  CHECK_THROWS_WITH_AS(calibrate(sparge::Config{}, samples_of(samples), opt), doctest::Contains("l1"), Error);
+  CHECK_THROWS_AS(calibrate(sparge::Config{}, {}, CalibrationTargets{}), Error);
 }
 
 }  // namespace

@@ -12,8 +12,7 @@
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/methods/sparge.hpp"
-#include "spattn/reference/sale.hpp"
-#include "spattn/reference/sparge_tuner.hpp"
+#include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
 
 namespace {
@@ -85,9 +84,9 @@ int main(int argc, char** argv) {
   run->add_option("--rho", options.method_options.rho, "bfla: random rescue fraction (default 0 = off)");
   run->add_option("--rescue-seed", options.method_options.rescue_seed, "bfla: rescue seed s (default 0)");
   run->add_option("--rescue-grid", options.method_options.rescue_grid, "bfla: coarse | tile (default coarse)");
-  run->add_option("--sim-threshold", options.method_options.sim_threshold, "sparge: θ, block self-similarity (0.6)");
-  run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98)");
-  run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row instead");
+  run->add_option("--sim-threshold", options.method_options.sim_threshold, "sparge: θ, block self-similarity (default −0.1)");
+  run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98; giving it selects TopCdf unless --topk is given)");
+  run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row (default 0.5); 0 = TopCdf with τ");
   run->add_flag("--sink", options.method_options.sink, "sparge: always keep key block 0");
   run->add_option("--bits", options.method_options.bits, "sale: 4 or 8 (default 4)");
   run->add_option("--tau", options.method_options.tau, "sale: relative-score threshold (default 0.004; 0 = dense)");
@@ -106,16 +105,15 @@ int main(int argc, char** argv) {
 
   auto* cal = app.add_subcommand("calibrate", "search per-head hyper-parameters on sample inputs (sparge)");
   std::string cal_method = "sparge", cal_out = "sparge_params.json", cal_workload = "llm";
-  reference::SpargeTuneOptions tune;
+  CalibrationTargets tune;
   WorkloadSpec cal_spec;
   cal_spec.seqlen = 2048;
   cal_spec.heads_q = 2;
   cal_spec.heads_kv = 1;
   int cal_samples = 2;
   cal->add_option("--method", cal_method, "sparge | sale");
-  float cal_theta = 0.4f;
   int cal_bits = 4;
-  cal->add_option("--theta", cal_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N (default 0.4)");
+  cal->add_option("--theta", tune.sale_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N (default 0.4)");
   cal->add_option("--bits", cal_bits, "sale: 4 or 8");
   cal->add_option("--l1", tune.l1, "error bound of the mask search (default 0.08)");
   cal->add_option("--l2", tune.l2, "error bound with PV-skip (default 0.09)");
@@ -155,12 +153,14 @@ int main(int argc, char** argv) {
       require(cal_method == "sparge" || cal_method == "sale", "--method: calibrate supports sparge and sale, got '",
               cal_method, "'");
       cal_spec.kind = parse_workload_kind(cal_workload);
-      std::vector<Workload> samples;
+      std::vector<Workload> workloads;
+      std::vector<Sample> samples;
       for (int i = 0; i < cal_samples; ++i) {
         WorkloadSpec s = cal_spec;
         s.seed = cal_spec.seed + static_cast<std::uint64_t>(i);
-        samples.push_back(make_workload(s));
+        workloads.push_back(make_workload(s));
       }
+      for (const Workload& w : workloads) samples.push_back({w.problem, w.q.view(), w.k.view(), w.v.view()});
       tune.progress = [](double fraction, const std::string& what) {
         const int filled = static_cast<int>(fraction * 40.0);
         std::fprintf(stderr, "\r[%-40s] %3d%% %s   ", std::string(static_cast<std::size_t>(filled), '#').c_str(),
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
       if (cal_method == "sale") {
         sale::Config base;
         base.bits = cal_bits;
-        const sale::Params sp = reference::sale_calibrate(samples, base, cal_theta, tune.progress);
+        const sale::Params sp = std::get<sale::Params>(calibrate(base, samples, tune));
         std::fprintf(stderr, "\n");
         sp.save_json(cal_out);
         std::printf("%-5s %-10s\n", "head", "tau");
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
         std::printf("wrote %s\n", cal_out.c_str());
         return 0;
       }
-      const sparge::Params params = reference::sparge_calibrate(samples, tune);
+      const sparge::Params params = std::get<sparge::Params>(calibrate(sparge::Config{}, samples, tune));
       std::fprintf(stderr, "\n");
       params.save_json(cal_out);
       std::printf("%-5s %-8s %-8s %-8s %-6s %-9s %-8s\n", "head", "theta", "tau", "pv", "dense", "sparsity", "rel_l1");
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    cli::find_method(options.method);  // fail fast on an unknown method, before generating inputs
+    default_config(options.method);  // fail fast on an unknown method, before generating inputs
     if (!tile.empty()) {
       const auto x = tile.find('x');
       std::size_t used_q = 0, used_k = 0;

@@ -1,121 +1,81 @@
 #include "methods.hpp"
 
-#include <sstream>
-
 #include "spattn/error.hpp"
-#include "spattn/methods/anchor_attn.hpp"
-#include "spattn/methods/bfla.hpp"
-#include "spattn/methods/fg_attn.hpp"
-#include "spattn/reference/bfla.hpp"
-#include "spattn/reference/sale.hpp"
-#include "spattn/reference/sparge.hpp"
-#include "spattn/reference/anchor_attn.hpp"
-#include "spattn/reference/fg_attn.hpp"
+#include "spattn/spattn.hpp"
 
 namespace spattn::cli {
 namespace {
 
-std::int32_t or_default(std::int32_t value, std::int32_t fallback) { return value != 0 ? value : fallback; }
-
-TileMask fgattn(const MethodInputs& in) {
-  fg_attn::Config cfg;
-  cfg.tile_q = or_default(in.options.tile_q, 32);
-  cfg.tile_k = or_default(in.options.tile_k, 32);
-  cfg.top_p = in.options.top_p;
-  cfg.merge = fg_attn::parse_merge(in.options.merge);
-  require(in.options.semantics == "exact" || in.options.semantics == "union", "--semantics: unknown '",
-          in.options.semantics, "' (exact or union)");
-  cfg.semantics = in.options.semantics == "exact" ? fg_attn::Semantics::exact : fg_attn::Semantics::union_keys;
-  const TileMask mask = reference::fg_attn_estimate(in.problem, in.q, in.k, cfg);
-  if (cfg.semantics == fg_attn::Semantics::exact) return mask;
-  return fg_attn::effective_mask(mask, fg_attn::plan(mask, cfg), cfg.semantics);
+template <class T, class U>
+void set(T& field, const std::optional<U>& value) {
+  if (value) field = static_cast<T>(*value);
 }
 
-TileMask anchor(const MethodInputs& in) {
-  anchor_attn::Config cfg;
-  cfg.theta = in.options.theta;
-  cfg.step = in.options.step;
-  require(in.options.tile_q == 0 && in.options.tile_k == 0,
-          "--tile: anchor sets its own tiles (groups of 128·step rows, single-key stripes)");
-  return reference::anchor_attn_estimate(in.problem, in.q, in.k, cfg).mask;
-}
-
-TileMask bfla_method(const MethodInputs& in) {
-  bfla::Config cfg;
-  cfg.block = in.options.block;
-  cfg.group = in.options.group;
-  cfg.gamma = in.options.gamma;
-  cfg.eta = in.options.eta;
-  cfg.rho = in.options.rho;
-  cfg.seed = in.options.rescue_seed;
-  cfg.tile = or_default(in.options.tile_k, 32);
-  require(in.options.tile_q == 0, "--tile-q: bfla sets its query tile (min(128, block))");
-  require(in.options.rescue_grid == "coarse" || in.options.rescue_grid == "tile", "--rescue-grid: unknown '",
-          in.options.rescue_grid, "' (coarse or tile)");
-  cfg.rescue_grid = in.options.rescue_grid == "coarse" ? bfla::RescueGrid::coarse : bfla::RescueGrid::tile;
-  return reference::bfla_estimate(in.problem, in.q, in.k, cfg);
-}
-
-TileMask sparge_method(const MethodInputs& in) {
-  if (!in.options.params.empty()) {
-    const sparge::Params params = sparge::Params::load_json(in.options.params);
-    require(static_cast<std::int64_t>(params.heads.size()) == in.problem.heads_q, "--params: '", in.options.params,
-            "' has ", params.heads.size(), " heads, the input has ", in.problem.heads_q);
-    sparge::Config cfg = params.config();
-    cfg.attention_sink = in.options.sink;
-    return reference::sparge_estimate(in.problem, in.q, in.k, cfg).mask;
-  }
-  sparge::Config cfg;
-  cfg.block_q = or_default(in.options.tile_q, 128);
-  cfg.block_k = or_default(in.options.tile_k, 64);
-  cfg.theta = {in.options.sim_threshold};
-  cfg.tau = {in.options.cdf_threshold};
-  cfg.topk = in.options.topk;
-  cfg.attention_sink = in.options.sink;
-  return reference::sparge_estimate(in.problem, in.q, in.k, cfg).mask;
-}
-
-TileMask sale_method(const MethodInputs& in) {
-  sale::Config cfg;
-  if (!in.options.params.empty()) {
-    const sale::Params params = sale::Params::load_json(in.options.params);
-    require(static_cast<std::int64_t>(params.tau.size()) == in.problem.heads_q, "--params: '", in.options.params,
-            "' has ", params.tau.size(), " heads, the input has ", in.problem.heads_q);
-    cfg = params.config();
-  } else {
-    cfg.bits = in.options.bits;
-    cfg.tau = {in.options.tau};
-    cfg.local_window = in.options.local_window;
-  }
-  require(in.options.tile_q == 0 && in.options.tile_k == 0, "--tile: sale uses 64×32 blocks");
-  return reference::sale_estimate(in.problem, in.q, in.k, cfg).mask;
+void tiles(std::int32_t& q, std::int32_t& k, const MethodOptions& o) {
+  if (o.tile_q != 0) q = o.tile_q;
+  if (o.tile_k != 0) k = o.tile_k;
 }
 
 }  // namespace
 
-const std::vector<Method>& methods() {
-  static const std::vector<Method> list = {
-      {"dense", "every tile kept: exact dense attention (the baseline)",
-       [](const MethodInputs& in) {
-         return TileMask::dense(MaskShape::of(in.problem, or_default(in.options.tile_q, 128),
-                                              or_default(in.options.tile_k, 128)));
-       }},
-      {"fgattn", "FG-Attn: mean-pooled M×N tile scores, top-p (default 32×32, p = 0.9, exact merging)", fgattn},
-      {"anchor", "AnchorAttention: anchors over sink + local, difference-aware stripes (θ = 12, step = 16)", anchor},
-      {"bfla", "BFLA: flattened-group block scores, keep-mass γ = 0.99, sink + local band, rescues", bfla_method},
-      {"sparge", "SpargeAttn Stage 1: pooled scores + self-similarity, TopCdf τ = 0.98 (θ = 0.6)", sparge_method},
-      {"sale", "SALE: int4 estimates, relative score vs exact sink-local statistics (τ = 0.004)", sale_method},
-  };
-  return list;
-}
-
-const Method& find_method(const std::string& name) {
-  std::ostringstream known;
-  for (const Method& m : methods()) {
-    if (m.name == name) return m;
-    known << (known.tellp() > 0 ? ", " : "") << m.name;
+MethodConfig method_config(const std::string& name, const MethodOptions& o, std::int64_t heads_q) {
+  MethodConfig config = default_config(name);
+  require(o.params.empty() || name == "sparge" || name == "sale", "--params: only sparge and sale take parameter files");
+  if (auto* dense = std::get_if<DenseConfig>(&config)) {
+    tiles(dense->tile_q, dense->tile_k, o);
+  } else if (auto* fg = std::get_if<fg_attn::Config>(&config)) {
+    tiles(fg->tile_q, fg->tile_k, o);
+    set(fg->top_p, o.top_p);
+    if (!o.merge.empty()) fg->merge = fg_attn::parse_merge(o.merge);
+    require(o.semantics.empty() || o.semantics == "exact" || o.semantics == "union", "--semantics: unknown '",
+            o.semantics, "' (exact or union)");
+    if (!o.semantics.empty())
+      fg->semantics = o.semantics == "exact" ? fg_attn::Semantics::exact : fg_attn::Semantics::union_keys;
+  } else if (auto* anchor = std::get_if<anchor_attn::Config>(&config)) {
+    require(o.tile_q == 0 && o.tile_k == 0, "--tile: anchor sets its own tiles (groups of 128·step rows, single-key stripes)");
+    set(anchor->theta, o.theta);
+    set(anchor->step, o.step);
+  } else if (auto* bf = std::get_if<bfla::Config>(&config)) {
+    require(o.tile_q == 0, "--tile-q: bfla sets its query tile (min(128, block))");
+    if (o.tile_k != 0) bf->tile = o.tile_k;
+    set(bf->block, o.block);
+    set(bf->group, o.group);
+    set(bf->gamma, o.gamma);
+    set(bf->eta, o.eta);
+    set(bf->rho, o.rho);
+    set(bf->seed, o.rescue_seed);
+    require(o.rescue_grid.empty() || o.rescue_grid == "coarse" || o.rescue_grid == "tile", "--rescue-grid: unknown '",
+            o.rescue_grid, "' (coarse or tile)");
+    if (!o.rescue_grid.empty()) bf->rescue_grid = o.rescue_grid == "coarse" ? bfla::RescueGrid::coarse : bfla::RescueGrid::tile;
+  } else if (auto* sp = std::get_if<sparge::Config>(&config)) {
+    if (!o.params.empty()) {
+      const sparge::Params params = sparge::Params::load_json(o.params);
+      require(static_cast<std::int64_t>(params.heads.size()) == heads_q, "--params: '", o.params, "' has ",
+              params.heads.size(), " heads, the input has ", heads_q);
+      *sp = params.config();
+    } else {
+      tiles(sp->block_q, sp->block_k, o);
+      if (o.sim_threshold) sp->theta = {*o.sim_threshold};
+      if (o.cdf_threshold) sp->tau = {*o.cdf_threshold};
+      // Giving τ selects the TopCdf entry point unless a top-k ρ is given too.
+      if (o.cdf_threshold && !o.topk) sp->topk = 0.0f;
+      set(sp->topk, o.topk);
+    }
+    sp->attention_sink = o.sink;
+  } else if (auto* sa = std::get_if<sale::Config>(&config)) {
+    require(o.tile_q == 0 && o.tile_k == 0, "--tile: sale uses 64×32 blocks");
+    if (!o.params.empty()) {
+      const sale::Params params = sale::Params::load_json(o.params);
+      require(static_cast<std::int64_t>(params.tau.size()) == heads_q, "--params: '", o.params, "' has ",
+              params.tau.size(), " heads, the input has ", heads_q);
+      *sa = params.config();
+    } else {
+      set(sa->bits, o.bits);
+      if (o.tau) sa->tau = {*o.tau};
+      set(sa->local_window, o.local_window);
+    }
   }
-  fail("--method: unknown method '", name, "' (implemented: ", known.str(), ")");
+  return config;
 }
 
 }  // namespace spattn::cli

@@ -8,7 +8,6 @@
 #include "mask_png.hpp"
 #include "methods.hpp"
 #include "spattn/error.hpp"
-#include "spattn/methods/sparge.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
 
@@ -28,16 +27,19 @@ HostTensor output_like(const Workload& w) {
 }  // namespace
 
 RunResult run_method(const RunOptions& options, const Workload& w, const std::string& workload_name) {
-  const Method& method = find_method(options.method);
   const Problem& p = w.problem;
+  const MethodConfig config = method_config(options.method, options.method_options, p.heads_q);
   RunResult r;
-  r.method = method.name;
+  r.method = std::string(method_name(config));
   r.workload = workload_name;
   r.shape = p.describe();
 
   const TensorView q = w.q.view(), k = w.k.view(), v = w.v.view();
   auto start = Clock::now();
-  const TileMask mask = method.estimate({p, q, k, options.method_options});
+  EstimateOptions estimate_options;
+  estimate_options.backend = options.backend;
+  const Estimate est = estimate(config, p, q, k, estimate_options);
+  const TileMask& mask = est.mask;
   r.estimate_ms = ms_since(start);
   const auto stats = mask.stats();
   r.density = stats.density;
@@ -48,8 +50,7 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   sparse_options.pv_threshold = options.pv_threshold;
   sparse_options.pv_vote_rows = options.pv_vote_rows;
   sparse_options.qk_int8 = options.qk_int8;
-  if (method.name == "sparge" && !options.method_options.params.empty())  // tuned per-head PV thresholds
-    sparse_options.pv_threshold_per_head = sparge::Params::load_json(options.method_options.params).pv_thresholds();
+  sparse_options = attend_options_of(config, sparse_options);  // the method's own Stage-2 options (tuned PV-skip)
   HostTensor o = output_like(w), dense = output_like(w);
   o.poison();
   dense.poison();
@@ -125,15 +126,15 @@ int run_demo() {
     workloads.push_back({"random", random});
   }
   std::vector<RunResult> results;
-  const std::size_t total = workloads.size() * methods().size();
+  const std::size_t total = workloads.size() * method_registry().size();
   std::size_t done = 0;
   for (const DemoWorkload& dw : workloads) {
     const Workload w = make_workload(dw.spec);
-    for (const Method& m : methods()) {
-      std::fprintf(stderr, "[%zu/%zu] %s on %s (%s)\n", ++done, total, m.name.c_str(), dw.name,
+    for (const MethodInfo& m : method_registry()) {
+      std::fprintf(stderr, "[%zu/%zu] %s on %s (%s)\n", ++done, total, std::string(m.name).c_str(), dw.name,
                    w.problem.describe().c_str());
       RunOptions options;
-      options.method = m.name;
+      options.method = std::string(m.name);
       results.push_back(run_method(options, w, dw.name));
     }
   }

@@ -143,6 +143,12 @@ void Problem::validate(const TensorView& q, const TensorView& k, const TensorVie
   check_view(o, "o", dtype, heads_q, dim_v());
 }
 
+void Problem::validate(const TensorView& q, const TensorView& k) const {
+  validate();
+  check_view(q, "q", dtype, heads_q, head_dim);
+  check_view(k, "k", dtype, heads_kv, head_dim);
+}
+
 std::string Problem::describe() const {
   std::ostringstream s;
   s << "B=" << batch << " Hq=" << heads_q << " Hkv=" << heads_kv << " Nq=" << seqlen_q << " Nkv=" << seqlen_kv

@@ -15,6 +15,10 @@ void Config::validate(std::int64_t heads_q) const {
     for (float x : *v) require(x == x, name, ": NaN value");
   }
   require(topk == topk && topk >= 0.0f && topk <= 1.0f, "sparge topk: must be in [0, 1] (0 = TopCdf), got ", topk);
+  require(pv_threshold.empty() || pv_threshold.size() == 1 || static_cast<std::int64_t>(pv_threshold.size()) == heads_q,
+          "sparge pv_threshold: give none, one value or one per query head (", heads_q, "), got ", pv_threshold.size());
+  for (float t : pv_threshold)
+    require(t == t && t >= 0.0f, "sparge pv_threshold: must be >= 0 (+inf = off), got ", t);
   require(dense_heads.empty() || static_cast<std::int64_t>(dense_heads.size()) == heads_q,
           "sparge dense_heads: give one flag per query head (", heads_q, "), got ", dense_heads.size());
 }

@@ -18,6 +18,8 @@ Config Params::config() const {
     c.tau.push_back(h.tau);
     c.dense_heads.push_back(h.dense ? 1 : 0);
   }
+  c.topk = 0.0f;  // the tuner searches τ (TopCdf)
+  c.pv_threshold = pv_thresholds();
   return c;
 }
 

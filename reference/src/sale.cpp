@@ -11,7 +11,6 @@
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
 #include "spattn/pooling.hpp"
-#include "spattn/reference/executor.hpp"
 #include "tensor_rows.hpp"
 
 namespace spattn::reference {
@@ -166,46 +165,6 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
   out.mask = TileMask::from_rows(shape, std::move(rows));
   for (std::size_t i = 0; i < cand_count.size(); ++i) out.candidates += cand_count[i], out.selected += sel_count[i];
   return out;
-}
-
-sale::Params sale_calibrate(const std::vector<Workload>& samples, const sale::Config& base, float theta,
-                            const std::function<void(double, const std::string&)>& progress) {
-  require(!samples.empty(), "calibrate: no calibration inputs");
-  require(theta > 0.0f, "calibrate theta: must be > 0, got ", theta);
-  const Problem& p0 = samples[0].problem;
-  sale::Params params;
-  params.bits = base.bits;
-  params.local_window = base.local_window;
-  params.theta = theta;
-  for (std::int64_t h = 0; h < p0.heads_q; ++h) {
-    float tau = 0.008f;
-    while (tau > 0.0f) {
-      if (progress) progress(static_cast<double>(h) / static_cast<double>(p0.heads_q), "head " + std::to_string(h + 1));
-      bool ok = true;
-      for (const Workload& w : samples) {
-        Problem one = w.problem;
-        one.heads_q = one.heads_kv = 1;
-        const TensorView qv = head_view(w.q, h), kv = head_view(w.k, w.problem.kv_head_of(h)),
-                         vv = head_view(w.v, w.problem.kv_head_of(h));
-        sale::Config cfg = base;
-        cfg.tau = {tau};
-        const TileMask mask = sale_estimate(one, qv, kv, cfg).mask;
-        HostTensor o(DType::f32, 1, 1, one.seqlen_q, one.dim_v()), d(DType::f32, 1, 1, one.seqlen_q, one.dim_v());
-        attend(one, qv, kv, vv, mask, o.view());
-        attend(one, qv, kv, vv, TileMask::dense(mask.shape), d.view());
-        double err = 0;
-        const auto a = o.to_float(), bb = d.to_float();
-        for (std::size_t i = 0; i < a.size(); ++i) err += std::fabs(double(a[i]) - bb[i]);
-        if (!(err / static_cast<double>(one.seqlen_q) < theta)) ok = false;
-      }
-      if (ok) break;
-      tau *= 0.5f;
-      if (tau <= 1e-4f) tau = 0.0f;
-    }
-    params.tau.push_back(tau);
-  }
-  if (progress) progress(1.0, "done");
-  return params;
 }
 
 }  // namespace spattn::reference

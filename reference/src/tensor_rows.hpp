@@ -6,7 +6,6 @@
 
 #include "spattn/numerics.hpp"
 #include "spattn/problem.hpp"
-#include "spattn/tensor.hpp"
 
 namespace spattn::reference {
 
@@ -56,13 +55,6 @@ inline std::int64_t row_offset(const TensorView& t, const Problem& p, bool is_q,
   const std::int64_t base = p.varlen() ? 0 : b * t.stride_b;
   const std::int64_t row = (is_q ? p.row_offset_q(b) : p.row_offset_kv(b)) + n;
   return base + h * t.stride_h + row * t.stride_n;
-}
-
-/// A view of one head of a host tensor, as a single-head tensor (for per-head calibration).
-inline TensorView head_view(const HostTensor& t, std::int64_t h) {
-  TensorView v = t.view();
-  v.data = static_cast<char*>(v.data) + h * v.stride_h * static_cast<std::int64_t>(dtype_size(v.dtype));
-  return v;
 }
 
 }  // namespace spattn::reference

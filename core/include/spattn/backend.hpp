@@ -1,6 +1,7 @@
-// The interface every executor backend implements, and what an attend() call returns. A backend declares
-// which calls it covers by answering not_supported_reasons() in words (xformers' pattern); the
-// dispatcher (spattn.hpp) picks the first that covers a call, or reports every backend's reasons.
+// The interface every backend implements: the executor (attend) and the estimators (estimate). A backend
+// declares which calls it covers by answering not_supported_reasons() / estimate_not_supported_reasons() in
+// words (xformers' pattern); the dispatcher (spattn.hpp) picks the first that covers a call, or reports every
+// backend's reasons. Backends register in one place: api/dispatch.cpp.
 #pragma once
 
 #include <cmath>
@@ -9,43 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include "spattn/attend_options.hpp"
+#include "spattn/estimate.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/method_config.hpp"
 #include "spattn/problem.hpp"
 
 namespace spattn {
-
-struct AttendOptions {
-  std::string backend = "auto";  ///< "auto" or a backend's name ("reference", …)
-  /// Optional [B, Hq, Nq] fp32 output: each row's natural-log log-sum-exp (-inf for a row with no key).
-  /// Variable-length batches: row n of sequence b is at (b·Hq + h)·seqlen_q + n.
-  float* lse = nullptr;
-  /// SpargeAttn's PV-skip (Stage 2, research/spargeattn.md §5), off at +inf. Key tiles are visited in
-  /// ascending order; after QKᵀ of a tile, the rows of a vote group skip the tile — no max update, no
-  /// weights in the denominator, no P·V — when for every row (tile max − running max) < −pv_threshold
-  /// (base-2 units, the code's pvthreshd; λ = −pv_threshold·ln 2 in the paper's natural units).
-  float pv_threshold = INFINITY;
-  /// Per query head thresholds (SpargeAttn's tuned λ per head); overrides pv_threshold when not empty.
-  std::vector<float> pv_threshold_per_head;
-  /// Rows per vote: 16 = one warp (the paper), 0 = the executor's whole row block of the query tile,
-  /// min(tile_q, 128) rows (the code's CTA-wide vote).
-  int pv_vote_rows = 0;
-  /// The last tiles of every row are never skipped (the code: 2 on sm80/sm89, 1 on sm90).
-  int pv_exempt_last = 1;
-  /// SpargeAttn's quantized compute mode (SageAttention-style, research/spargeattn.md §2): K is smoothed
-  /// (K − its mean over the sequence, rounded to the input dtype), Q and K' are quantized to int8 per block
-  /// of quant_block_q rows / quant_block_k keys (spattn/quant.hpp), QKᵀ is the exact integer product
-  /// dequantized as acc · (scale_log2 · (δ_q · δ_k)), and P is rounded to the input dtype before P·V
-  /// (fp32 accumulation; the softmax denominator uses the unrounded P).
-  bool qk_int8 = false;
-  int quant_block_q = 128, quant_block_k = 64;
-};
-
-struct AttendStats {
-  std::string backend;           ///< which backend ran
-  std::int64_t empty_rows = 0;   ///< query rows that attended to no key (output zeros)
-  std::int64_t visited_tiles = 0;  ///< (query-tile row, key tile) pairs processed, summed over query heads
-  std::int64_t pv_skipped = 0;  ///< (vote group, key tile) pairs skipped by PV-skip, summed over query heads
-};
 
 class Backend {
  public:
@@ -59,6 +30,15 @@ class Backend {
   virtual AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k,
                              const TensorView& v, const TileMask& mask, const TensorView& o,
                              const AttendOptions& options) const = 0;
+
+  /// Empty when this backend estimates `config`'s method for the call; otherwise one sentence per missing
+  /// capability. The default: a backend without estimators.
+  virtual std::vector<std::string> estimate_not_supported_reasons(const MethodConfig& config, const Problem& problem,
+                                                                  const TensorView& q, const TensorView& k,
+                                                                  const EstimateOptions& options) const;
+  /// Stage 1 of the method; arguments already validated and covered.
+  virtual Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                            const TensorView& k, const EstimateOptions& options) const;
 };
 
 }  // namespace spattn

@@ -42,6 +42,12 @@ struct TensorView {
                           std::int64_t seqlen, std::int64_t dim);
   /// Packed variable-length view [total_tokens, H, dim].
   static TensorView packed(void* data, DType dtype, std::int64_t heads, std::int64_t dim);
+  /// Head h alone, as a single-head view (same strides; per-head calibration and slicing).
+  TensorView head(std::int64_t h) const {
+    TensorView v = *this;
+    v.data = static_cast<char*>(data) + h * stride_h * static_cast<std::int64_t>(dtype_size(dtype));
+    return v;
+  }
 };
 
 struct Problem {
@@ -79,6 +85,8 @@ struct Problem {
   void validate() const;
   /// validate() plus the views: dtypes, strides (non-negative, rows of one head not overlapping).
   void validate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o) const;
+  /// validate() plus the q and k views (what an estimator reads).
+  void validate(const TensorView& q, const TensorView& k) const;
 
   std::string describe() const;
 };

@@ -1,19 +1,27 @@
 // spattn public entry points. Link spattn::spattn.
 //
-//   spattn::Problem p{...};                       // shapes, causal, dtype, scale
-//   auto mask = spattn::TileMask::dense(spattn::MaskShape::of(p, 128, 128));   // or a method's estimate
-//   spattn::attend(p, q, k, v, mask, o);          // exact attention over the kept tiles
+//   spattn::Problem p{...};                                   // shapes, causal, dtype, scale
+//   auto config = spattn::default_config("sparge");          // or sparge::Config{...}, a calibrated config, …
+//   auto r = spattn::sparse_attention(config, p, q, k, v, o);  // estimate the mask, then attend over it
 //
-// attend() validates everything (spattn::Error names the bad argument), then runs the first backend that
-// covers the call — or the one named in options.backend, failing with its reasons if it cannot.
+//   auto est = spattn::estimate(config, p, q, k);            // Stage 1 alone: est.mask is a TileMask
+//   spattn::attend(p, q, k, v, est.mask, o);                  // Stage 2 alone: exact attention over the kept tiles
+//
+// Every call validates its arguments (spattn::Error names the bad argument), then runs the first linked backend
+// that covers it — or the one named in options.backend, failing with its reasons if it cannot.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "spattn/backend.hpp"
 #include "spattn/error.hpp"
+#include "spattn/estimate.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/method_config.hpp"
 #include "spattn/problem.hpp"
 
 namespace spattn {
@@ -25,6 +33,51 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
 /// Dense attention (every tile kept), the baseline every sparse result is compared with.
 AttendStats attend_dense(const Problem& problem, const TensorView& q, const TensorView& k,
                          const TensorView& v, const TensorView& o, const AttendOptions& options = {});
+
+/// Stage 1 of a method: the TileMask (and margins, anchor state, counts) for these Q and K.
+Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k,
+                  const EstimateOptions& options = {});
+
+struct SparseAttentionResult {
+  Estimate estimate;
+  AttendStats attend;
+};
+/// estimate() then attend() over its mask, with the method's executor options (SpargeAttn's PV-skip) added to
+/// `options`. options.backend names the backend of both stages ("auto": the first that covers each).
+SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                                       const TensorView& k, const TensorView& v, const TensorView& o,
+                                       const AttendOptions& options = {});
+
+/// One calibration input (its tensors in host memory).
+struct Sample {
+  Problem problem;
+  TensorView q, k, v;
+};
+
+struct CalibrationTargets {
+  float l1 = 0.08f, l2 = 0.09f;  ///< SpargeAttn: relative-L1 bounds of the τ search, then of the PV threshold search
+  int theta_steps = 16;          ///< SpargeAttn: θ grid over [−1, 1)
+  float sale_theta = 0.4f;       ///< SALE: bound on Err = Σ|O − O_dense| / N
+  std::string backend = "auto";  ///< backend of the estimates and attends the search runs
+  std::function<void(double fraction, const std::string& what)> progress;  ///< optional
+};
+
+/// A calibrated method: per-head parameters and what the search measured. Saved and loaded as JSON by
+/// spattn/params_file.hpp.
+using Calibration = std::variant<sparge::Params, sale::Params>;
+/// The configuration a calibration gives estimate() and sparse_attention().
+MethodConfig config_of(const Calibration& calibration);
+
+/// Searches per-head parameters of `base`'s method (SpargeAttn: θ, τ, PV threshold; SALE: τ) on the samples, every
+/// estimate and attend through the dispatcher, against dense attention:
+/// - SpargeAttn (research/spargeattn.md §6): for θ = −1, −1 + 2/steps, …: bisect τ ∈ [0, 1] for the smallest τ whose
+///   worst relative L1 over the samples is < l1 (interval 0.01), then the PV threshold t ∈ [0, 50] for the
+///   smallest t still < l2 (interval 0.5; none passing = off); stop when sparsity drops below 0.1. The head takes the
+///   θ with the largest sparsity (1 − (kept − skipped) / reachable tiles; ties: lower θ); ≤ 0.1 → dense. Deviations
+///   from the code: every candidate is verified on all inputs at once; the best passing value is kept.
+/// - SALE (research/sale.md §4): τ = 0.008, halved until Err(τ) < sale_theta on every sample; τ ≤ 1e-4 → 0 (dense).
+/// Other methods have no calibration (Error). Samples must share heads and head_dim.
+Calibration calibrate(const MethodConfig& base, const std::vector<Sample>& samples, const CalibrationTargets& targets = {});
 
 /// The backends linked into this build, in the order "auto" tries them.
 const std::vector<std::unique_ptr<Backend>>& backends();

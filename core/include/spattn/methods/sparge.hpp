@@ -112,14 +112,22 @@ SPATTN_INLINE BlockRange diagonal_blocks(std::int64_t row_first, std::int64_t ro
   return r;
 }
 
+/// Defaults: the entry point the authors' README recommends to users (spas_sage2_attn_meansim_topk_cuda):
+/// θ = −0.1, top-k ρ = 0.5 (spec §7). The TopCdf entry point is ρ = 0 with τ (code default 0.98, with θ = 0.6;
+/// note that θ = 0.6 marks most mean-centred key blocks "not self-similar", i.e. dense, on real inputs).
+/// PV-skip is off by default: the code's pvthreshd = 50 skips a tile only when its weights are < 2^-50, which
+/// changes nothing measurable; spattn calibrate sets per-head thresholds.
 struct Config {
   std::int32_t block_q = 128;
   std::int32_t block_k = 64;
-  std::vector<float> theta = {0.6f};  ///< simthreshd per query head (one value = all heads); code default 0.6
-  std::vector<float> tau = {0.98f};   ///< cdfthreshd per query head; code default 0.98
-  float topk = 0.0f;                  ///< ρ > 0 selects top-k instead of TopCdf
+  std::vector<float> theta = {-0.1f};  ///< simthreshd per query head (one value = all heads)
+  std::vector<float> tau = {0.98f};    ///< cdfthreshd per query head (used when topk = 0)
+  float topk = 0.5f;                   ///< ρ > 0 selects top-k instead of TopCdf
   bool attention_sink = false;
   std::vector<std::uint8_t> dense_heads;  ///< per query head: 1 = keep every block (empty: none)
+  /// Stage 2: PV-skip thresholds (base 2, AttendOptions::pv_threshold), one value or one per query head;
+  /// empty or +inf = off. sparse_attention() passes them to the executor.
+  std::vector<float> pv_threshold;
 
   float theta_of(std::int64_t h) const { return theta.size() == 1 ? theta[0] : theta[static_cast<std::size_t>(h)]; }
   float tau_of(std::int64_t h) const { return tau.size() == 1 ? tau[0] : tau[static_cast<std::size_t>(h)]; }

@@ -1,4 +1,4 @@
-// The reference executor: exact tile-sparse attention on the CPU (Eigen for the tile GEMMs, oneTBB over
+// The reference backend: the executor (exact tile-sparse attention on the CPU (Eigen for the tile GEMMs, oneTBB over
 // independent row blocks). It defines the result every other backend is checked against.
 //
 // Semantics (DESIGN.md §3): query row i of mask tile t attends to the keys of the kept key tiles, clipped
@@ -34,6 +34,15 @@ class ReferenceBackend final : public Backend {
                      const TileMask& mask, const TensorView& o, const AttendOptions& options) const override {
     return reference::attend(problem, q, k, v, mask, o, options);
   }
+  /// Every method, every shape the core describes, on host memory.
+  std::vector<std::string> estimate_not_supported_reasons(const MethodConfig&, const Problem&, const TensorView& q,
+                                                          const TensorView& k, const EstimateOptions&) const override {
+    for (const TensorView* t : {&q, &k})
+      if (t->memory != Memory::host) return {"tensors must be in host memory"};
+    return {};
+  }
+  Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k,
+                    const EstimateOptions& options) const override;
 };
 
 }  // namespace spattn::reference

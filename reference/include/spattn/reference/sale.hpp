@@ -1,15 +1,13 @@
-// SALE on the CPU (definition in core/include/spattn/methods/sale.hpp): quantization, selection pass,
-// calibration.
+// SALE on the CPU (definition in core/include/spattn/methods/sale.hpp): quantization and the selection pass
+// (calibration: spattn::calibrate).
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "spattn/mask.hpp"
 #include "spattn/online_softmax.hpp"
 #include "spattn/methods/sale.hpp"
 #include "spattn/problem.hpp"
-#include "spattn/workload.hpp"
 
 namespace spattn::reference {
 
@@ -35,9 +33,5 @@ struct SaleEstimate {
 };
 
 SaleEstimate sale_estimate(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& config);
-
-/// Per head: τ = 0.008, halved until Err(τ) = Σ|O − O_dense| / N < theta on every sample; τ ≤ 1e-4 → 0 (dense).
-sale::Params sale_calibrate(const std::vector<Workload>& samples, const sale::Config& base, float theta,
-                            const std::function<void(double, const std::string&)>& progress = {});
 
 }  // namespace spattn::reference

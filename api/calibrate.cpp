@@ -1,0 +1,204 @@
+// calibrate(): per-head parameter searches of SpargeAttn and SALE, every estimate and attend through the
+// dispatcher (so any backend that covers the samples runs them).
+#include <cmath>
+#include <string>
+
+#include "spattn/error.hpp"
+#include "spattn/spattn.hpp"
+#include "spattn/tensor.hpp"
+
+namespace spattn {
+namespace {
+
+/// One query head of a sample as a single-head problem (views point into the sample's tensors), with the dense
+/// output it is measured against.
+struct Slice {
+  Problem p;
+  TensorView q, k, v;
+  std::vector<float> dense;
+};
+
+std::vector<Slice> slices_of(const std::vector<Sample>& samples, std::int64_t h, const CalibrationTargets& t) {
+  std::vector<Slice> out;
+  for (const Sample& w : samples) {
+    Slice s;
+    s.p = w.problem;
+    s.p.heads_q = s.p.heads_kv = 1;
+    s.q = w.q.head(h);
+    s.k = w.k.head(w.problem.kv_head_of(h));
+    s.v = w.v.head(w.problem.kv_head_of(h));
+    HostTensor dense(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
+    AttendOptions opt;
+    opt.backend = t.backend;
+    attend_dense(s.p, s.q, s.k, s.v, dense.view(), opt);
+    s.dense = dense.to_float();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void check_samples(const std::vector<Sample>& samples) {
+  require(!samples.empty(), "calibrate: no calibration inputs");
+  const Problem& p0 = samples[0].problem;
+  for (const Sample& w : samples) {
+    require(w.problem.heads_q == p0.heads_q && w.problem.heads_kv == p0.heads_kv && w.problem.head_dim == p0.head_dim,
+            "calibrate: every input needs the same heads and head_dim as the first (", p0.describe(), ")");
+    require(!w.problem.varlen(), "calibrate: variable-length samples are not supported; pass one sample per sequence");
+    for (const TensorView* v : {&w.q, &w.k, &w.v})
+      require(v->memory == Memory::host, "calibrate: sample tensors must be in host memory");
+    w.problem.validate(w.q, w.k);
+  }
+}
+
+double rel_l1(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - want[i]), norm += std::fabs(double(want[i]));
+  return norm > 0 ? diff / norm : diff;
+}
+
+struct Eval {
+  double worst_l1 = 0.0, sparsity = 0.0;
+};
+
+Eval evaluate(const std::vector<Slice>& slices, const sparge::Config& cfg, float pv_threshold, const CalibrationTargets& t) {
+  Eval e;
+  double executed = 0, reachable = 0;
+  for (const Slice& s : slices) {
+    EstimateOptions eo;
+    eo.backend = t.backend;
+    const TileMask mask = estimate(cfg, s.p, s.q, s.k, eo).mask;
+    HostTensor o(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
+    AttendOptions opt;
+    opt.backend = t.backend;
+    opt.pv_threshold = pv_threshold;
+    const AttendStats st = attend(s.p, s.q, s.k, s.v, mask, o.view(), opt);
+    const auto ms = mask.stats();
+    executed += static_cast<double>(ms.kept_tiles - st.pv_skipped);
+    reachable += static_cast<double>(ms.reachable_tiles);
+    e.worst_l1 = std::max(e.worst_l1, rel_l1(o.to_float(), s.dense));
+  }
+  e.sparsity = reachable > 0 ? 1.0 - executed / reachable : 0.0;
+  return e;
+}
+
+sparge::Params calibrate_sparge(const sparge::Config& base, const std::vector<Sample>& samples, const CalibrationTargets& t) {
+  require(t.l1 > 0.0f && t.l2 >= t.l1, "calibrate: need 0 < l1 <= l2, got l1 = ", t.l1, ", l2 = ", t.l2);
+  require(t.theta_steps >= 1 && t.theta_steps <= 256, "calibrate: theta_steps must be in [1, 256], got ", t.theta_steps);
+  sparge::Params params;
+  params.block_q = base.block_q;
+  params.block_k = base.block_k;
+  params.l1 = t.l1;
+  params.l2 = t.l2;
+  const std::int64_t heads = samples[0].problem.heads_q;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const std::vector<Slice> slices = slices_of(samples, h, t);
+    sparge::HeadParams best;
+    best.dense = true;
+    best.sparsity = -1.0;
+    for (int step = 0; step < t.theta_steps; ++step) {
+      const float theta = -1.0f + 2.0f * static_cast<float>(step) / static_cast<float>(t.theta_steps);
+      if (t.progress)
+        t.progress((static_cast<double>(h) + static_cast<double>(step) / t.theta_steps) / static_cast<double>(heads),
+                   "head " + std::to_string(h + 1) + "/" + std::to_string(heads));
+      sparge::Config cfg;
+      cfg.block_q = base.block_q;
+      cfg.block_k = base.block_k;
+      cfg.attention_sink = base.attention_sink;
+      cfg.topk = 0.0f;  // the search is over τ (TopCdf)
+      cfg.theta = {theta};
+      // τ: smallest passing value (larger τ keeps more blocks, lowering the error).
+      float lo = 0.0f, hi = 1.0f, tau_ok = NAN;
+      cfg.tau = {1.0f};
+      if (!(evaluate(slices, cfg, INFINITY, t).worst_l1 < t.l1)) continue;  // even τ = 1 fails at this θ
+      tau_ok = 1.0f;
+      while (hi - lo > 0.01f) {
+        const float mid = 0.5f * (lo + hi);
+        cfg.tau = {mid};
+        if (evaluate(slices, cfg, INFINITY, t).worst_l1 < t.l1) hi = tau_ok = mid;
+        else lo = mid;
+      }
+      cfg.tau = {tau_ok};
+      // PV-skip threshold: smallest passing value (a larger threshold skips less).
+      float t_lo = 0.0f, t_hi = 50.0f, t_ok = INFINITY;
+      if (evaluate(slices, cfg, 50.0f, t).worst_l1 < t.l2) {
+        t_ok = 50.0f;
+        while (t_hi - t_lo > 0.5f) {
+          const float mid = 0.5f * (t_lo + t_hi);
+          if (evaluate(slices, cfg, mid, t).worst_l1 < t.l2) t_hi = t_ok = mid;
+          else t_lo = mid;
+        }
+      }
+      const Eval e = evaluate(slices, cfg, t_ok, t);
+      if (e.sparsity > best.sparsity) {
+        best.theta = theta;
+        best.tau = tau_ok;
+        best.pv_threshold = t_ok;
+        best.sparsity = e.sparsity;
+        best.rel_l1 = e.worst_l1;
+        best.dense = false;
+      }
+      if (e.sparsity < 0.1) break;
+    }
+    if (best.dense || best.sparsity <= 0.1) {  // not worth it: dense (exact, zero error)
+      best = sparge::HeadParams{};
+      best.dense = true;
+    }
+    params.heads.push_back(best);
+  }
+  if (t.progress) t.progress(1.0, "done");
+  return params;
+}
+
+sale::Params calibrate_sale(const sale::Config& base, const std::vector<Sample>& samples, const CalibrationTargets& t) {
+  require(t.sale_theta > 0.0f, "calibrate theta: must be > 0, got ", t.sale_theta);
+  sale::Params params;
+  params.bits = base.bits;
+  params.local_window = base.local_window;
+  params.theta = t.sale_theta;
+  const std::int64_t heads = samples[0].problem.heads_q;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    const std::vector<Slice> slices = slices_of(samples, h, t);
+    float tau = 0.008f;
+    while (tau > 0.0f) {
+      if (t.progress) t.progress(static_cast<double>(h) / static_cast<double>(heads), "head " + std::to_string(h + 1));
+      bool ok = true;
+      for (const Slice& s : slices) {
+        sale::Config cfg = base;
+        cfg.tau = {tau};
+        EstimateOptions eo;
+        eo.backend = t.backend;
+        const TileMask mask = estimate(cfg, s.p, s.q, s.k, eo).mask;
+        HostTensor o(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
+        AttendOptions opt;
+        opt.backend = t.backend;
+        attend(s.p, s.q, s.k, s.v, mask, o.view(), opt);
+        double err = 0;
+        const auto a = o.to_float();
+        for (std::size_t i = 0; i < a.size(); ++i) err += std::fabs(double(a[i]) - s.dense[i]);
+        if (!(err / static_cast<double>(s.p.seqlen_q) < t.sale_theta)) ok = false;
+      }
+      if (ok) break;
+      tau *= 0.5f;
+      if (tau <= 1e-4f) tau = 0.0f;
+    }
+    params.tau.push_back(tau);
+  }
+  if (t.progress) t.progress(1.0, "done");
+  return params;
+}
+
+}  // namespace
+
+MethodConfig config_of(const Calibration& calibration) {
+  return std::visit([](const auto& params) -> MethodConfig { return params.config(); }, calibration);
+}
+
+Calibration calibrate(const MethodConfig& base, const std::vector<Sample>& samples, const CalibrationTargets& targets) {
+  check_samples(samples);
+  validate(base, samples[0].problem);
+  if (const auto* s = std::get_if<sparge::Config>(&base)) return calibrate_sparge(*s, samples, targets);
+  if (const auto* s = std::get_if<sale::Config>(&base)) return calibrate_sale(*s, samples, targets);
+  fail("calibrate: method '", method_name(base), "' has no calibration (sparge and sale have)");
+}
+
+}  // namespace spattn

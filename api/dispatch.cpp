@@ -1,0 +1,104 @@
+// The dispatch layer: spattn::attend() and spattn::estimate() validate a call and hand it to the first backend
+// that covers it; sparse_attention() is estimate + attend with the method's executor options. This file is the
+// one place that knows which backends a build links (Kokkos Kernels' TPL pattern): each enabled backend folder
+// adds itself to the list below, the reference last because it covers everything.
+#include <sstream>
+
+#include "spattn/reference/executor.hpp"
+#if defined(SPATTN_HAVE_CUDA)
+#include "spattn/cuda/backend.hpp"
+#endif
+#include "spattn/spattn.hpp"
+
+namespace spattn {
+
+const std::vector<std::unique_ptr<Backend>>& backends() {
+  static const std::vector<std::unique_ptr<Backend>> list = [] {
+    std::vector<std::unique_ptr<Backend>> l;
+#if defined(SPATTN_HAVE_CUDA)
+    l.push_back(std::make_unique<cuda::CudaBackend>());
+#endif
+    l.push_back(std::make_unique<reference::ReferenceBackend>());
+    return l;
+  }();
+  return list;
+}
+
+namespace {
+
+/// The first backend (or the one named) whose `reasons(backend)` is empty, or an Error listing every reason.
+template <class Reasons>
+const Backend& pick(const std::string& wanted, const std::string& what, Reasons reasons) {
+  std::ostringstream why;
+  for (const auto& backend : backends()) {
+    if (wanted != "auto" && wanted != backend->name()) continue;
+    const std::vector<std::string> r = reasons(*backend);
+    if (r.empty()) return *backend;
+    why << " " << backend->name() << ":";
+    for (const auto& x : r) why << " " << x << ";";
+  }
+  if (why.tellp() == 0) {
+    std::ostringstream names;
+    for (const auto& backend : backends()) names << " " << backend->name();
+    fail("backend: '", wanted, "' is not linked into this build (available: auto", names.str(), ")");
+  }
+  fail("backend: no backend covers ", what, " —", why.str());
+}
+
+}  // namespace
+
+AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const TileMask& mask, const TensorView& o, const AttendOptions& options) {
+  problem.validate(q, k, v, o);
+  mask.validate_for(problem);
+  require(!(options.pv_threshold < 0.0f) && options.pv_threshold == options.pv_threshold,
+          "pv_threshold: must be >= 0 (+inf = off), got ", options.pv_threshold);
+  require(options.pv_threshold_per_head.empty() ||
+              static_cast<std::int64_t>(options.pv_threshold_per_head.size()) == problem.heads_q,
+          "pv_threshold_per_head: give one threshold per query head (", problem.heads_q, "), got ",
+          options.pv_threshold_per_head.size());
+  for (float t : options.pv_threshold_per_head)
+    require(t == t && !(t < 0.0f), "pv_threshold_per_head: thresholds must be >= 0 (+inf = off), got ", t);
+  require(options.pv_vote_rows >= 0 && options.pv_vote_rows <= 128, "pv_vote_rows: must be in [0, 128], got ",
+          options.pv_vote_rows);
+  require(options.pv_exempt_last >= 0, "pv_exempt_last: must be >= 0, got ", options.pv_exempt_last);
+  require(options.quant_block_q >= 1 && options.quant_block_k >= 1, "quant_block_q/k: must be >= 1, got ",
+          options.quant_block_q, " and ", options.quant_block_k);
+  const Backend& backend = pick(options.backend, problem.describe(), [&](const Backend& be) {
+    return be.not_supported_reasons(problem, q, k, v, mask, o, options);
+  });
+  return backend.attend(problem, q, k, v, mask, o, options);
+}
+
+AttendStats attend_dense(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& o, const AttendOptions& options) {
+  problem.validate();
+  return attend(problem, q, k, v, TileMask::dense(MaskShape::of(problem, 128, 128)), o, options);
+}
+
+Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k,
+                  const EstimateOptions& options) {
+  problem.validate(q, k);
+  validate(config, problem);
+  const std::string what = std::string(method_name(config)) + " estimate for " + problem.describe();
+  const Backend& backend = pick(options.backend, what, [&](const Backend& be) {
+    return be.estimate_not_supported_reasons(config, problem, q, k, options);
+  });
+  Estimate e = backend.estimate(config, problem, q, k, options);
+  e.mask.validate_for(problem);
+  return e;
+}
+
+SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                                       const TensorView& k, const TensorView& v, const TensorView& o,
+                                       const AttendOptions& options) {
+  problem.validate(q, k, v, o);
+  EstimateOptions eo;
+  eo.backend = options.backend;
+  SparseAttentionResult r;
+  r.estimate = estimate(config, problem, q, k, eo);
+  r.attend = attend(problem, q, k, v, r.estimate.mask, o, attend_options_of(config, options));
+  return r;
+}
+
+}  // namespace spattn

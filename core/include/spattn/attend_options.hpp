@@ -1,0 +1,44 @@
+// What an attend() call takes besides the tensors and the mask (AttendOptions) and what it returns (AttendStats).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spattn {
+
+struct AttendOptions {
+  std::string backend = "auto";  ///< "auto" or a backend's name ("reference", …)
+  /// Optional [B, Hq, Nq] fp32 output: each row's natural-log log-sum-exp (-inf for a row with no key).
+  /// Variable-length batches: row n of sequence b is at (b·Hq + h)·seqlen_q + n.
+  float* lse = nullptr;
+  /// SpargeAttn's PV-skip (Stage 2, research/spargeattn.md §5), off at +inf. Key tiles are visited in
+  /// ascending order; after QKᵀ of a tile, the rows of a vote group skip the tile — no max update, no
+  /// weights in the denominator, no P·V — when for every row (tile max − running max) < −pv_threshold
+  /// (base-2 units, the code's pvthreshd; λ = −pv_threshold·ln 2 in the paper's natural units).
+  float pv_threshold = INFINITY;
+  /// Per query head thresholds (SpargeAttn's tuned λ per head); overrides pv_threshold when not empty.
+  std::vector<float> pv_threshold_per_head;
+  /// Rows per vote: 16 = one warp (the paper), 0 = the executor's whole row block of the query tile,
+  /// min(tile_q, 128) rows (the code's CTA-wide vote).
+  int pv_vote_rows = 0;
+  /// The last tiles of every row are never skipped (the code: 2 on sm80/sm89, 1 on sm90).
+  int pv_exempt_last = 1;
+  /// SpargeAttn's quantized compute mode (SageAttention-style, research/spargeattn.md §2): K is smoothed
+  /// (K − its mean over the sequence, rounded to the input dtype), Q and K' are quantized to int8 per block
+  /// of quant_block_q rows / quant_block_k keys (spattn/quant.hpp), QKᵀ is the exact integer product
+  /// dequantized as acc · (scale_log2 · (δ_q · δ_k)), and P is rounded to the input dtype before P·V
+  /// (fp32 accumulation; the softmax denominator uses the unrounded P).
+  bool qk_int8 = false;
+  int quant_block_q = 128, quant_block_k = 64;
+};
+
+struct AttendStats {
+  std::string backend;           ///< which backend ran
+  std::int64_t empty_rows = 0;   ///< query rows that attended to no key (output zeros)
+  std::int64_t visited_tiles = 0;  ///< (query-tile row, key tile) pairs processed, summed over query heads
+  std::int64_t pv_skipped = 0;  ///< (vote group, key tile) pairs skipped by PV-skip, summed over query heads
+};
+
+}  // namespace spattn
