@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common.hpp"
+#include "conformance/conformance.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::test {
@@ -95,25 +96,16 @@ void check_case(const Case& c, DType out_dtype = DType::f32) {
 }
 
 TEST_CASE("reference executor matches the fp64 oracle over the shape table") {
-  const std::vector<Case> cases = {
-      {"N=1", 1, 1, 1, 1, 1, 64, 0, true, DType::f32, Layout::bhnd, 128, 128, 1.0},
-      {"N=17 fp16", 1, 2, 2, 17, 17, 64, 0, true, DType::f16, Layout::bhnd, 16, 16, 1.0},
-      {"N=1000 bf16 causal", 1, 1, 1, 1000, 1000, 128, 0, true, DType::bf16, Layout::bhnd, 128, 64, 1.0},
-      {"N=4099 causal", 1, 1, 1, 4099, 4099, 64, 0, true, DType::f32, Layout::bhnd, 128, 128, 0.3},
-      {"GQA 8:1", 2, 8, 1, 131, 131, 64, 0, true, DType::bf16, Layout::bhnd, 64, 32, 0.6},
-      {"Nq < Nkv chunked", 1, 4, 2, 100, 333, 96, 0, true, DType::f16, Layout::bhnd, 32, 64, 0.5},
-      {"D=256 non-causal", 1, 1, 1, 65, 130, 256, 0, false, DType::f32, Layout::bhnd, 64, 128, 1.0},
-      {"BNHD layout", 2, 4, 4, 77, 77, 128, 0, true, DType::bf16, Layout::bnhd, 16, 8, 0.4},
-      {"stripes tile_k=1", 1, 2, 1, 300, 300, 64, 0, true, DType::f32, Layout::bhnd, 2048, 1, 0.2},
-      {"fine 16x1 sparse", 1, 1, 1, 97, 97, 64, 0, false, DType::f32, Layout::bhnd, 16, 1, 0.1},
-      {"Dv != D", 1, 2, 2, 50, 70, 64, 128, false, DType::f16, Layout::bnhd, 32, 16, 0.7},
-      {"non-causal Nq > Nkv", 1, 2, 1, 200, 50, 32, 0, false, DType::f32, Layout::bhnd, 48, 7, 0.5},
-      {"very sparse, empty rows", 1, 1, 1, 256, 256, 64, 0, true, DType::f32, Layout::bhnd, 16, 16, 0.05},
-      {"varlen causal", 3, 2, 1, 130, 200, 64, 0, true, DType::bf16, Layout::bnhd, 32, 32, 0.6,
-       {5, 130, 64}, {5, 200, 64}},
-      {"varlen non-causal", 2, 2, 2, 90, 40, 64, 0, false, DType::f32, Layout::bnhd, 16, 4, 1.0, {90, 1}, {3, 40}},
-  };
-  for (const Case& c : cases) check_case(c);
+  // The shared conformance table (tests/conformance), less the cases too long for the O(N²) fp64 oracle.
+  int checked = 0;
+  for (const conformance::ExecutorCase& e : conformance::executor_cases()) {
+    if (e.nq * e.nkv > 30'000'000) continue;
+    const Case c{e.name, e.batch, e.hq, e.hkv, e.nq, e.nkv, e.d, e.dv, e.causal, e.dtype, e.layout,
+                 e.tile_q, e.tile_k, e.density, e.lens_q, e.lens_kv};
+    check_case(c, e.out);
+    ++checked;
+  }
+  CHECK(checked >= 38);
 }
 
 TEST_CASE("reference executor writes every output dtype within its rounding") {

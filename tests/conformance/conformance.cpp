@@ -1,0 +1,341 @@
+#include "conformance.hpp"
+
+#include <tbb/global_control.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "../common.hpp"
+#include "spattn/reference/executor.hpp"
+
+namespace spattn::conformance {
+namespace {
+
+class HostMemory final : public MemoryAdapter {
+ public:
+  Memory memory() const override { return Memory::host; }
+  TensorView upload(const HostTensor& t) override {
+    tensors_.push_back(std::make_unique<HostTensor>(t));
+    return tensors_.back()->view();
+  }
+  TensorView poisoned_like(const HostTensor& t) override {
+    tensors_.push_back(std::make_unique<HostTensor>(t));
+    std::memset(tensors_.back()->data(), 0xff, tensors_.back()->size_bytes());
+    return tensors_.back()->view();
+  }
+  float* poisoned_floats(std::size_t n) override {
+    floats_.push_back(std::make_unique<std::vector<float>>(n));
+    std::memset(floats_.back()->data(), 0xff, n * sizeof(float));
+    return floats_.back()->data();
+  }
+  void download(const TensorView& from, HostTensor& to) override { std::memcpy(to.data(), from.data, to.size_bytes()); }
+  void download(const float* from, std::vector<float>& to) override { std::memcpy(to.data(), from, to.size() * sizeof(float)); }
+
+ private:
+  std::vector<std::unique_ptr<HostTensor>> tensors_;
+  std::vector<std::unique_ptr<std::vector<float>>> floats_;
+};
+
+/// cu_seqlens from per-sequence lengths.
+std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lens) {
+  std::vector<std::int64_t> cu = {0};
+  for (std::int64_t n : lens) cu.push_back(cu.back() + n);
+  return cu;
+}
+
+}  // namespace
+
+std::unique_ptr<MemoryAdapter> host_adapter() { return std::make_unique<HostMemory>(); }
+
+const std::vector<ExecutorCase>& executor_cases() {
+  static const std::vector<ExecutorCase> cases = {
+      // name, B, Hq, Hkv, Nq, Nkv, D, Dv, causal, dtype, layout, tile_q, tile_k, density[, out, lens_q, lens_kv]
+      {"N=1", 1, 1, 1, 1, 1, 64, 0, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
+      {"N=1 tile 64", 1, 1, 1, 1, 1, 64, 0, true, DType::bf16, Layout::bhnd, 64, 64, 1.0},
+      {"N=17 fp16", 1, 2, 2, 17, 17, 64, 0, true, DType::f16, Layout::bhnd, 16, 16, 1.0},
+      {"N=1000 dense", 1, 2, 2, 1000, 1000, 128, 0, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
+      {"N=1000 bf16 tile_k 64", 1, 1, 1, 1000, 1000, 128, 0, true, DType::bf16, Layout::bhnd, 128, 64, 1.0},
+      {"N=2049 fp16 D=64 dense", 1, 2, 1, 2049, 2049, 64, 0, true, DType::f16, Layout::bhnd, 128, 128, 1.0},
+      {"N=4099 fp16 sparse", 1, 1, 1, 4099, 4099, 64, 0, true, DType::f16, Layout::bhnd, 128, 64, 0.3},
+      {"N=4099 f32", 1, 1, 1, 4099, 4099, 64, 0, true, DType::f32, Layout::bhnd, 128, 128, 0.3},
+      {"GQA 8:1 tile 64x32", 2, 8, 1, 333, 333, 128, 0, true, DType::bf16, Layout::bhnd, 64, 32, 0.5},
+      {"GQA 8:1 tile 128x32", 2, 8, 1, 777, 777, 128, 0, true, DType::bf16, Layout::bhnd, 128, 32, 0.5},
+      {"GQA 8:1 f32", 2, 8, 1, 131, 131, 64, 0, true, DType::f32, Layout::bhnd, 64, 32, 0.6},
+      {"Nq < Nkv chunked D=96", 1, 4, 2, 100, 333, 96, 0, true, DType::f16, Layout::bhnd, 32, 64, 0.5},
+      {"Nq < Nkv", 1, 4, 2, 100, 777, 128, 0, true, DType::bf16, Layout::bhnd, 128, 128, 0.7},
+      {"non-causal Nq != Nkv", 1, 2, 1, 257, 300, 64, 0, false, DType::f16, Layout::bhnd, 128, 16, 0.6},
+      {"non-causal tile 64x16", 1, 2, 1, 257, 300, 64, 0, false, DType::f16, Layout::bhnd, 64, 16, 0.6},
+      {"non-causal Nq > Nkv", 1, 2, 1, 200, 50, 32, 0, false, DType::f32, Layout::bhnd, 48, 7, 0.5},
+      {"D=256 non-causal", 1, 1, 1, 65, 130, 256, 0, false, DType::f32, Layout::bhnd, 64, 128, 1.0},
+      {"D=256 bf16", 1, 2, 1, 300, 300, 256, 0, true, DType::bf16, Layout::bhnd, 128, 64, 0.5},
+      {"Dv != D", 1, 2, 2, 50, 70, 64, 128, false, DType::f16, Layout::bnhd, 32, 16, 0.7},
+      {"BNHD 16x8", 2, 4, 4, 77, 77, 128, 0, true, DType::bf16, Layout::bnhd, 16, 8, 0.4},
+      {"BNHD 64x32", 2, 4, 2, 200, 200, 128, 0, false, DType::bf16, Layout::bnhd, 64, 32, 0.4},
+      {"BNHD 128x16", 2, 4, 2, 500, 500, 128, 0, false, DType::bf16, Layout::bnhd, 128, 16, 0.25},
+      {"tile_k=16 fp16", 1, 2, 2, 500, 500, 128, 0, true, DType::f16, Layout::bhnd, 64, 16, 0.25},
+      {"stripes 2048x1", 1, 2, 1, 300, 300, 64, 0, true, DType::f32, Layout::bhnd, 2048, 1, 0.2},
+      {"stripes 256x1", 1, 2, 1, 600, 600, 64, 0, true, DType::bf16, Layout::bhnd, 256, 1, 0.2},
+      {"stripes 256x1 short", 1, 2, 1, 300, 300, 64, 0, true, DType::bf16, Layout::bhnd, 256, 1, 0.2},
+      {"fine 16x1 sparse", 1, 1, 1, 97, 97, 64, 0, false, DType::f32, Layout::bhnd, 16, 1, 0.1},
+      {"merged 16x16", 1, 2, 1, 1000, 1000, 128, 0, false, DType::bf16, Layout::bhnd, 16, 16, 0.3},
+      {"merged 32x32 causal", 2, 4, 2, 333, 333, 64, 0, true, DType::f16, Layout::bhnd, 32, 32, 0.4},
+      {"merged 16x1 stripes", 1, 2, 2, 150, 200, 128, 0, true, DType::bf16, Layout::bnhd, 16, 1, 0.1},
+      {"empty rows 16", 1, 1, 1, 256, 256, 64, 0, true, DType::f32, Layout::bhnd, 16, 16, 0.05},
+      {"empty rows 64", 1, 1, 1, 512, 512, 64, 0, true, DType::bf16, Layout::bhnd, 64, 64, 0.05},
+      {"empty rows 128", 1, 1, 1, 1024, 1024, 64, 0, true, DType::bf16, Layout::bhnd, 128, 64, 0.05},
+      {"bf16 output 64", 1, 2, 2, 130, 130, 128, 0, true, DType::bf16, Layout::bhnd, 64, 128, 0.5, DType::bf16},
+      {"bf16 output 128", 1, 2, 2, 390, 390, 128, 0, true, DType::bf16, Layout::bhnd, 128, 128, 0.5, DType::bf16},
+      {"fp16 output tile_k 8", 1, 2, 2, 130, 130, 64, 0, false, DType::f16, Layout::bhnd, 64, 8, 0.5, DType::f16},
+      {"fp16 output 128x8", 1, 2, 2, 130, 130, 64, 0, false, DType::f16, Layout::bhnd, 128, 8, 0.5, DType::f16},
+      {"varlen causal", 3, 2, 1, 130, 200, 64, 0, true, DType::bf16, Layout::bnhd, 32, 32, 0.6, DType::f32, {5, 130, 64},
+       {5, 200, 64}},
+      {"varlen causal 128", 3, 4, 2, 300, 400, 128, 0, true, DType::bf16, Layout::bnhd, 128, 64, 0.6, DType::f32,
+       {300, 1, 129}, {400, 1, 300}},
+      {"varlen non-causal", 2, 2, 2, 90, 40, 64, 0, false, DType::f32, Layout::bnhd, 16, 4, 1.0, DType::f32, {90, 1},
+       {3, 40}},
+      {"long N=8192", 1, 2, 2, 8192, 8192, 128, 0, true, DType::bf16, Layout::bhnd, 256, 128, 0.3},
+  };
+  return cases;
+}
+
+ExecutorInputs make_inputs(const ExecutorCase& c) {
+  ExecutorInputs in;
+  Problem& p = in.problem;
+  p.batch = c.batch;
+  p.heads_q = c.hq;
+  p.heads_kv = c.hkv;
+  p.seqlen_q = c.nq;
+  p.seqlen_kv = c.nkv;
+  p.head_dim = c.d;
+  p.head_dim_v = c.dv;
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  std::int64_t total_q = c.nq, total_kv = c.nkv, tensor_batch = c.batch;
+  Layout layout = c.layout;
+  if (!c.lens_q.empty()) {
+    p.cu_seqlens_q = offsets(c.lens_q);
+    p.cu_seqlens_kv = offsets(c.lens_kv);
+    total_q = p.cu_seqlens_q.back();
+    total_kv = p.cu_seqlens_kv.back();
+    tensor_batch = 1;
+    layout = Layout::bnhd;
+  }
+  in.q = HostTensor(c.dtype, tensor_batch, c.hq, total_q, c.d, layout);
+  in.k = HostTensor(c.dtype, tensor_batch, c.hkv, total_kv, c.d, layout);
+  in.v = HostTensor(c.dtype, tensor_batch, c.hkv, total_kv, p.dim_v(), layout);
+  test::fill_random(in.q, 1.5);
+  test::fill_random(in.k, 1.5);
+  test::fill_random(in.v);
+  const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
+  in.mask = c.density >= 1.0 ? TileMask::dense(shape) : test::random_mask(shape, c.density);
+  return in;
+}
+
+ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory) {
+  const ExecutorInputs in = make_inputs(c);
+  const Problem& p = in.problem;
+  const std::int64_t rows_q = in.q.batch() * in.q.seqlen();
+  HostTensor want(c.out, in.q.batch(), c.hq, in.q.seqlen(), p.dim_v(), in.q.layout()), got = want;
+  std::vector<float> lse_want(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q)), lse_got(lse_want.size());
+  AttendOptions ref_options;
+  ref_options.lse = lse_want.data();
+  const AttendStats ref = reference::attend(p, in.q.view(), in.k.view(), in.v.view(), in.mask, want.view(), ref_options);
+
+  ExecutorOutcome out;
+  out.reference_empty_rows = ref.empty_rows;
+  const TensorView q = memory.upload(in.q), k = memory.upload(in.k), v = memory.upload(in.v);
+  const TensorView o = memory.poisoned_like(got);
+  AttendOptions options;
+  options.backend = backend;
+  options.lse = memory.poisoned_floats(lse_got.size());
+  for (const auto& be : backends())
+    if (be->name() == backend) out.not_supported = be->not_supported_reasons(p, q, k, v, in.mask, o, options);
+  if (!out.not_supported.empty()) return out;
+  const AttendStats stats = attend(p, q, k, v, in.mask, o, options);
+  out.backend = stats.backend;
+  out.empty_rows = stats.empty_rows;
+  memory.download(o, got);
+  memory.download(options.lse, lse_got);
+  (void)rows_q;
+
+  const double tol = c.dtype == DType::bf16 ? 2e-2 : c.dtype == DType::f16 ? 3e-3 : 2e-5;
+  const double out_tol = c.out == DType::bf16 ? 8e-3 : c.out == DType::f16 ? 1e-3 : 0.0;  // rounding of the output
+  const auto a = got.to_float(), b = want.to_float();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double err = std::fabs(double(a[i]) - double(b[i]));
+    if (!(err <= (tol + out_tol) * (1.0 + std::fabs(double(b[i]))))) ++out.bad_outputs;  // NaN (poison) fails
+    if (std::isfinite(err)) out.worst = std::max(out.worst, err);
+  }
+  // Rows past a variable-length sequence's end are not outputs: the LSE array is [B, Hq, max Nq].
+  for (std::int64_t bb = 0; bb < p.batch; ++bb)
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t i = 0; i < p.seqlen_q_of(bb); ++i) {
+        const auto at = static_cast<std::size_t>((bb * p.heads_q + h) * p.seqlen_q + i);
+        if (std::isinf(lse_want[at])) out.bad_lse += !(lse_got[at] == lse_want[at]);
+        else out.bad_lse += !(std::fabs(lse_got[at] - lse_want[at]) <= 1e-3 * (1 + std::fabs(lse_want[at])));
+      }
+  return out;
+}
+
+const std::vector<EstimatorCase>& estimator_cases() {
+  static const std::vector<EstimatorCase> cases = [] {
+    sparge::Config sp_topk;  // defaults: top-k ρ = 0.5, θ = −0.1
+    sparge::Config sp_cdf;
+    sp_cdf.topk = 0.0f;
+    sp_cdf.theta = {0.2f};
+    sp_cdf.tau = {0.9f};
+    sp_cdf.attention_sink = true;
+    sparge::Config sp_small = sp_cdf;
+    sp_small.block_q = 64;
+    sp_small.block_k = 32;
+    sale::Config sale4;
+    sale4.tau = {0.01f};
+    sale::Config sale8 = sale4;
+    sale8.bits = 8;
+    sale8.local_window = 64;
+    anchor_attn::Config anchor;
+    anchor.step = 4;
+    anchor.theta = 6.0f;
+    anchor_attn::Config anchor_default;
+    fg_attn::Config fg;
+    fg.top_p = 0.8f;
+    fg_attn::Config fg16 = fg;
+    fg16.tile_q = 16;
+    fg16.tile_k = 16;
+    fg16.semantics = fg_attn::Semantics::union_keys;
+    fg_attn::Config fg_tail = fg;
+    fg_tail.tile_k = 48;
+    fg_tail.size_weighted_tail = true;
+    bfla::Config bf;
+    bf.gamma = 0.95f;
+    bfla::Config bf_rescue;
+    bf_rescue.block = 128;
+    bf_rescue.group = 32;
+    bf_rescue.gamma = 0.9f;
+    bf_rescue.eta = 7;
+    bf_rescue.rho = 0.05f;
+    bf_rescue.seed = 3;
+    bfla::Config bf_tile = bf_rescue;
+    bf_tile.rescue_grid = bfla::RescueGrid::tile;
+    const auto llm = WorkloadKind::llm, video = WorkloadKind::video, random = WorkloadKind::random;
+    // name, config, kind, B, Hq, Hkv, Nq, Nkv, D, causal, dtype[, lens_q, lens_kv]
+    return std::vector<EstimatorCase>{
+        {"sparge top-k llm GQA", sp_topk, llm, 1, 4, 1, 1000, 1000, 128, true, DType::bf16},
+        {"sparge top-k video fp16", sp_topk, video, 1, 2, 2, 777, 777, 64, false, DType::f16},
+        {"sparge TopCdf Nq < Nkv", sp_cdf, llm, 1, 4, 2, 300, 1100, 128, true, DType::bf16},
+        {"sparge 64x32 D=256", sp_small, llm, 1, 2, 1, 333, 333, 256, true, DType::f16},
+        {"sparge varlen", sp_small, random, 3, 2, 1, 200, 260, 64, true, DType::bf16, {200, 17, 130}, {260, 17, 200}},
+        {"sale int4 llm", sale4, llm, 1, 4, 2, 1000, 1000, 128, true, DType::bf16},
+        {"sale int8 Nq < Nkv fp16", sale8, llm, 1, 2, 1, 400, 900, 64, true, DType::f16},
+        {"sale non-causal video", sale4, video, 1, 2, 2, 600, 600, 64, false, DType::bf16},
+        {"sale varlen D=256", sale4, random, 2, 2, 2, 300, 500, 256, true, DType::bf16, {300, 70}, {500, 70}},
+        {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},
+        {"anchor non-causal", anchor, video, 1, 2, 1, 1100, 1300, 64, false, DType::f16},
+        {"anchor default Nq < Nkv", anchor_default, llm, 1, 2, 2, 700, 3000, 64, true, DType::bf16},
+        {"anchor varlen", anchor, random, 2, 2, 1, 900, 900, 64, true, DType::bf16, {900, 513}, {900, 600}},
+        {"fgattn video", fg, video, 1, 2, 2, 1000, 1000, 128, false, DType::bf16},
+        {"fgattn 16x16 union causal", fg16, llm, 1, 2, 1, 500, 700, 64, true, DType::f16},
+        {"fgattn tail-weighted N=48", fg_tail, video, 1, 2, 2, 333, 333, 256, false, DType::bf16},
+        {"fgattn varlen", fg, random, 2, 2, 2, 300, 300, 64, false, DType::f16, {300, 45}, {260, 300}},
+        {"bfla llm GQA", bf, llm, 1, 4, 2, 1200, 1200, 128, true, DType::bf16},
+        {"bfla chunked prefill", bf, llm, 1, 4, 2, 500, 1500, 64, true, DType::bf16},
+        {"bfla rescues coarse", bf_rescue, llm, 1, 4, 1, 1000, 1000, 64, true, DType::f16},
+        {"bfla rescues tile non-causal", bf_tile, video, 1, 2, 2, 700, 700, 128, false, DType::bf16},
+        {"bfla varlen", bf_rescue, random, 2, 4, 2, 600, 700, 64, true, DType::bf16, {600, 129}, {700, 300}},
+        {"dense", DenseConfig{64, 32}, random, 1, 2, 1, 300, 300, 64, true, DType::bf16},
+    };
+  }();
+  return cases;
+}
+
+namespace {
+
+struct EstimatorInputs {
+  Problem problem;
+  HostTensor q, k;
+};
+
+EstimatorInputs estimator_inputs(const EstimatorCase& c) {
+  EstimatorInputs in;
+  if (c.lens_q.empty()) {
+    WorkloadSpec s;
+    s.kind = c.kind;
+    s.batch = c.batch;
+    s.heads_q = c.hq;
+    s.heads_kv = c.hkv;
+    s.seqlen = c.nkv;
+    s.seqlen_q = c.nq == c.nkv ? 0 : c.nq;
+    s.head_dim = c.d;
+    s.dtype = c.dtype;
+    s.seed = test::test_seed();
+    Workload w = make_workload(s);
+    in.problem = w.problem;
+    in.problem.causal = c.causal;
+    if (!c.causal && c.nq != c.nkv) in.problem.seqlen_q = c.nq;
+    in.q = std::move(w.q);
+    in.k = std::move(w.k);
+    return in;
+  }
+  Problem& p = in.problem;
+  p.batch = c.batch;
+  p.heads_q = c.hq;
+  p.heads_kv = c.hkv;
+  p.seqlen_q = c.nq;
+  p.seqlen_kv = c.nkv;
+  p.head_dim = c.d;
+  p.causal = c.causal;
+  p.dtype = c.dtype;
+  p.cu_seqlens_q = offsets(c.lens_q);
+  p.cu_seqlens_kv = offsets(c.lens_kv);
+  in.q = HostTensor(c.dtype, 1, c.hq, p.cu_seqlens_q.back(), c.d, Layout::bnhd);
+  in.k = HostTensor(c.dtype, 1, c.hkv, p.cu_seqlens_kv.back(), c.d, Layout::bnhd);
+  test::fill_random(in.q, 1.5);
+  test::fill_random(in.k, 1.5);
+  return in;
+}
+
+}  // namespace
+
+EstimatorOutcome check_estimator(const EstimatorCase& c, const std::string& backend, MemoryAdapter& memory,
+                                 double margin_tol) {
+  const EstimatorInputs in = estimator_inputs(c);
+  const Problem& p = in.problem;
+  EstimatorOutcome out;
+  Estimate want;
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    EstimateOptions ref;
+    ref.backend = "reference";
+    want = estimate(c.config, p, in.q.view(), in.k.view(), ref);
+  }
+  out.density = want.mask.stats().density;
+  const TensorView q = memory.upload(in.q), k = memory.upload(in.k);
+  EstimateOptions options;
+  options.backend = backend;
+  for (const auto& be : backends())
+    if (be->name() == backend) out.not_supported = be->estimate_not_supported_reasons(c.config, p, q, k, options);
+  if (!out.not_supported.empty()) return out;
+  const Estimate got = estimate(c.config, p, q, k, options);
+  out.backend = got.backend;
+  const std::vector<std::uint8_t> a = got.mask.to_bitmap(), b = want.mask.to_bitmap();
+  const MaskShape& s = want.mask.shape;
+  const std::int64_t tk = s.num_k_tiles();
+  if (!(got.mask.shape == s) || a.size() != b.size()) {
+    out.differing = out.outside_margin = 1;
+    return out;
+  }
+  for (std::int64_t bb = 0; bb < s.batch; ++bb)
+    for (std::int64_t h = 0; h < s.mask_heads; ++h)
+      for (std::int64_t t = 0; t < s.num_q_tiles(); ++t)
+        for (std::int64_t j = 0; j < s.reachable_k_tiles(bb, t); ++j) {
+          const auto at = static_cast<std::size_t>(want.mask.row_index(bb, h, t) * tk + j);
+          ++out.decisions;
+          if (a[at] == b[at]) continue;
+          ++out.differing;
+          const bool explained = !want.margins.empty() && std::fabs(double(want.margins[at])) <= margin_tol;
+          out.outside_margin += explained ? 0 : 1;
+        }
+  return out;
+}
+
+}  // namespace spattn::conformance

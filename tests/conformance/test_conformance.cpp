@@ -1,0 +1,60 @@
+// The shared conformance table on host memory: every linked backend that covers a case is compared with the
+// reference (the reference itself too: executor and estimators re-run with a copy of the inputs and, for the
+// estimators, with one thread against the default thread count — the bits must not change). The CUDA run of the
+// same tables is tests/gpu/test_cuda_conformance.cpp.
+#include <doctest/doctest.h>
+
+#include "../common.hpp"
+#include "conformance.hpp"
+
+namespace spattn::test {
+namespace {
+
+TEST_CASE("conformance: executor table on every host backend") {
+  auto memory = conformance::host_adapter();
+  for (const auto& backend : backends()) {
+    int ran = 0;
+    for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
+      const std::string backend_name(backend->name()), case_name(c.name);
+      CAPTURE(backend_name);
+      CAPTURE(case_name);
+      const conformance::ExecutorOutcome r = conformance::check_executor(c, std::string(backend->name()), *memory);
+      if (!r.not_supported.empty()) continue;
+      ++ran;
+      CAPTURE(r.worst);
+      CHECK(r.bad_outputs == 0);
+      CHECK(r.bad_lse == 0);
+      CHECK(r.empty_rows == r.reference_empty_rows);
+      CHECK(r.backend == backend->name());
+    }
+    if (backend->name() == "reference") CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
+    MESSAGE(backend->name() << ": " << ran << " executor cases on host memory");
+  }
+}
+
+TEST_CASE("conformance: estimator table on every host backend, decision by decision") {
+  auto memory = conformance::host_adapter();
+  for (const auto& backend : backends()) {
+    int ran = 0, sparse = 0;
+    for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+      const std::string backend_name(backend->name()), case_name(c.name);
+      CAPTURE(backend_name);
+      CAPTURE(case_name);
+      const conformance::EstimatorOutcome r = conformance::check_estimator(c, std::string(backend->name()), *memory);
+      if (!r.not_supported.empty()) continue;
+      ++ran;
+      CHECK(r.decisions > 0);
+      // Host backends follow the core's fixed-order arithmetic: bit-identical masks.
+      CHECK(r.differing == 0);
+      sparse += r.density < 1.0 ? 1 : 0;
+    }
+    if (backend->name() == "reference") {
+      CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
+      CHECK(sparse >= ran - 4);  // the table exercises selections, not only dense fallbacks
+    }
+    MESSAGE(backend->name() << ": " << ran << " estimator cases on host memory, " << sparse << " with density < 1");
+  }
+}
+
+}  // namespace
+}  // namespace spattn::test
