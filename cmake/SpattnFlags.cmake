@@ -13,14 +13,14 @@ function(spattn_set_flags target)
   set_target_properties(${target} PROPERTIES CXX_EXTENSIONS OFF POSITION_INDEPENDENT_CODE ON)
   # -ffp-contract=off: the core's arithmetic is one definition for CPU and GPU; the compiler must not fuse
   # a*b+c behind our back (every fma in core/ is written out explicitly).
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
-                         -ffp-contract=off ${SPATTN_ARCH_FLAGS})
+  # (C++ sources only: a target's .cu files take nvcc's own flags.)
+  set(flags -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion -ffp-contract=off ${SPATTN_ARCH_FLAGS})
   if(SPATTN_WERROR)
-    target_compile_options(${target} PRIVATE -Werror)
+    list(APPEND flags -Werror)
   endif()
   if(SPATTN_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
-                           -fno-sanitize-recover=all)
+    list(APPEND flags -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)
   endif()
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${flags}>")
 endfunction()

@@ -1,4 +1,5 @@
-// GPU-only: the CUDA executor against the reference executor on the same TileMask over a table of shapes.
+// GPU-only: the CUDA backend against the reference over the shared conformance table (tests/conformance), plus
+// PV-skip decisions and the backend's coverage messages.
 // Not part of ctest (CI has no GPU); the device machine runs ./build-cuda/tests/spattn_gpu_tests.
 // Outputs are poisoned (all bits set: NaN in every dtype) before the kernel runs, so an unwritten element
 // fails; LSE and the empty-row count are compared too.
@@ -10,13 +11,12 @@
 #include <cstring>
 
 #include "../common.hpp"
+#include "cuda_memory.hpp"
 #include "spattn/reference/executor.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::test {
 namespace {
-
-void cuda_check(cudaError_t e) { REQUIRE_MESSAGE(e == cudaSuccess, cudaGetErrorString(e)); }
 
 struct DeviceTensor {
   void* ptr = nullptr;
@@ -49,126 +49,69 @@ std::int64_t mismatches(const HostTensor& got, const HostTensor& want, DType inp
   return bad;
 }
 
-struct GpuCase {
-  const char* name;
-  std::int64_t batch, hq, hkv, nq, nkv, d;
-  bool causal;
-  DType dtype;
-  Layout layout;
-  std::int32_t tile_q, tile_k;
-  double density;
-  DType out = DType::f32;
-};
-
-void check_gpu_case(const GpuCase& c) {
-  CAPTURE(c.name);
-  Problem p;
-  p.batch = c.batch;
-  p.heads_q = c.hq;
-  p.heads_kv = c.hkv;
-  p.seqlen_q = c.nq;
-  p.seqlen_kv = c.nkv;
-  p.head_dim = c.d;
-  p.causal = c.causal;
-  p.dtype = c.dtype;
-  HostTensor q(c.dtype, c.batch, c.hq, c.nq, c.d, c.layout), k(c.dtype, c.batch, c.hkv, c.nkv, c.d, c.layout),
-      v(c.dtype, c.batch, c.hkv, c.nkv, c.d, c.layout);
-  fill_random(q, 1.5);
-  fill_random(k, 1.5);
-  fill_random(v);
-  const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
-  const TileMask mask = c.density >= 1.0 ? TileMask::dense(shape) : random_mask(shape, c.density);
-
-  HostTensor want(c.out, c.batch, c.hq, c.nq, c.d, c.layout), got(c.out, c.batch, c.hq, c.nq, c.d, c.layout);
-  std::vector<float> lse_want(static_cast<std::size_t>(c.batch * c.hq * c.nq));
-  const AttendStats ref = reference::attend(p, q.view(), k.view(), v.view(), mask, want.view(), [&] {
-    AttendOptions opt;
-    opt.lse = lse_want.data();
-    return opt;
-  }());
-
-  DeviceTensor dq(q.size_bytes()), dk(k.size_bytes()), dv(v.size_bytes()), dout(got.size_bytes()),
-      dlse(lse_want.size() * sizeof(float));
-  TensorView o_view = got.view();
-  o_view.data = dout.ptr;
-  o_view.memory = Memory::cuda;
-  cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
-  cuda_check(cudaMemset(dlse.ptr, 0xff, dlse.bytes));
-  AttendOptions options;
-  options.lse = static_cast<float*>(dlse.ptr);
-  const AttendStats stats = attend(p, on_device(q, dq), on_device(k, dk), on_device(v, dv), mask, o_view, options);
-  CHECK(stats.backend == "cuda");
-  cuda_check(cudaMemcpy(got.data(), dout.ptr, got.size_bytes(), cudaMemcpyDeviceToHost));
-  std::vector<float> lse_got(lse_want.size());
-  cuda_check(cudaMemcpy(lse_got.data(), dlse.ptr, dlse.bytes, cudaMemcpyDeviceToHost));
-
-  double worst = 0;
-  const std::int64_t bad = mismatches(got, want, c.dtype, worst);
-  std::int64_t bad_lse = 0;
-  for (std::size_t i = 0; i < lse_got.size(); ++i) {
-    if (std::isinf(lse_want[i])) bad_lse += !(lse_got[i] == lse_want[i]);
-    else bad_lse += !(std::fabs(lse_got[i] - lse_want[i]) <= 1e-3 * (1 + std::fabs(lse_want[i])));
+/// The shared executor table (tests/conformance) on the CUDA backend; returns how many cases it covered. Cases
+/// outside the backend's coverage (f32 inputs, head dims 96/256, tile_q 48, …) are skipped with its reasons.
+int run_executor_table(const char* what) {
+  CudaMemory memory;
+  int ran = 0, skipped = 0;
+  for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(what);
+    CAPTURE(case_name);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "cuda", memory);
+    if (!r.not_supported.empty()) {
+      ++skipped;
+      continue;
+    }
+    ++ran;
+    CAPTURE(r.worst);
+    CHECK(r.backend == "cuda");
+    CHECK(r.bad_outputs == 0);
+    CHECK(r.bad_lse == 0);
+    CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  CAPTURE(worst);
-  CHECK(bad == 0);
-  CHECK(bad_lse == 0);
-  CHECK(stats.empty_rows == ref.empty_rows);
+  MESSAGE(what << ": " << ran << " cases ran on the CUDA backend, " << skipped << " outside its coverage");
+  return ran;
 }
 
-TEST_CASE("CUDA executor matches the reference over the shape table") {
-  const std::vector<GpuCase> cases = {
-      {"tiny N=1", 1, 1, 1, 1, 1, 64, true, DType::bf16, Layout::bhnd, 64, 64, 1.0},
-      {"odd N=1000 dense", 1, 2, 2, 1000, 1000, 128, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
-      {"odd N=4099 fp16 sparse", 1, 1, 1, 4099, 4099, 64, true, DType::f16, Layout::bhnd, 128, 64, 0.3},
-      {"GQA 8:1", 2, 8, 1, 333, 333, 128, true, DType::bf16, Layout::bhnd, 64, 32, 0.5},
-      {"non-causal", 1, 2, 1, 257, 300, 64, false, DType::f16, Layout::bhnd, 64, 16, 0.6},
-      {"Nq < Nkv", 1, 4, 2, 100, 777, 128, true, DType::bf16, Layout::bhnd, 128, 128, 0.7},
-      {"stripes tile_k=1", 1, 2, 1, 300, 300, 64, true, DType::bf16, Layout::bhnd, 256, 1, 0.2},
-      {"tile_k=16", 1, 2, 2, 500, 500, 128, true, DType::f16, Layout::bhnd, 64, 16, 0.25},
-      {"tile_k=32 bnhd", 2, 4, 2, 200, 200, 128, false, DType::bf16, Layout::bnhd, 64, 32, 0.4},
-      {"empty rows", 1, 1, 1, 512, 512, 64, true, DType::bf16, Layout::bhnd, 64, 64, 0.05},
-      {"bf16 output", 1, 2, 2, 130, 130, 128, true, DType::bf16, Layout::bhnd, 64, 128, 0.5, DType::bf16},
-      {"fp16 output", 1, 2, 2, 130, 130, 64, false, DType::f16, Layout::bhnd, 64, 8, 0.5, DType::f16},
-      {"merged 16-row tiles", 1, 2, 1, 1000, 1000, 128, false, DType::bf16, Layout::bhnd, 16, 16, 0.3},
-      {"merged 32-row tiles causal", 2, 4, 2, 333, 333, 64, true, DType::f16, Layout::bhnd, 32, 32, 0.4},
-      {"merged 16x1 stripes", 1, 2, 2, 150, 200, 128, true, DType::bf16, Layout::bnhd, 16, 1, 0.1},
-  };
-  for (const GpuCase& c : cases) check_gpu_case(c);
+TEST_CASE("CUDA executor matches the reference over the shared conformance table") {
+  CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)") >= 30);
 }
 
-// Masks with tile_q a multiple of 128 run the sm90 WGMMA kernel on an H100/H200; the same table runs again
-// with SPATTN_CUDA_NO_TMA=1 (every chunk through the cp.async gather) and with SPATTN_CUDA_KERNEL=sm80, so
-// both kernels and both load paths are held to the reference.
-const std::vector<GpuCase> kBlock128Cases = {
-    {"128 tiny N=1", 1, 1, 1, 1, 1, 64, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
-    {"128 dense odd N=1000", 1, 2, 2, 1000, 1000, 128, true, DType::bf16, Layout::bhnd, 128, 128, 1.0},
-    {"128 dense fp16 D=64 N=2049", 1, 2, 1, 2049, 2049, 64, true, DType::f16, Layout::bhnd, 128, 128, 1.0},
-    {"128 sparse tile_k=64 N=4099", 1, 1, 1, 4099, 4099, 128, true, DType::f16, Layout::bhnd, 128, 64, 0.3},
-    {"128 GQA 8:1", 2, 8, 1, 777, 777, 128, true, DType::bf16, Layout::bhnd, 128, 32, 0.5},
-    {"128 non-causal Nq != Nkv", 1, 2, 1, 257, 300, 64, false, DType::f16, Layout::bhnd, 128, 16, 0.6},
-    {"128 Nq < Nkv", 1, 4, 2, 100, 777, 128, true, DType::bf16, Layout::bhnd, 128, 128, 0.7},
-    {"256 stripes tile_k=1", 1, 2, 1, 600, 600, 64, true, DType::bf16, Layout::bhnd, 256, 1, 0.2},
-    {"128 tile_k=16 bnhd", 2, 4, 2, 500, 500, 128, false, DType::bf16, Layout::bnhd, 128, 16, 0.25},
-    {"128 empty rows", 1, 1, 1, 1024, 1024, 64, true, DType::bf16, Layout::bhnd, 128, 64, 0.05},
-    {"128 bf16 output", 1, 2, 2, 390, 390, 128, true, DType::bf16, Layout::bhnd, 128, 128, 0.5, DType::bf16},
-    {"128 fp16 output tile_k=8", 1, 2, 2, 130, 130, 64, false, DType::f16, Layout::bhnd, 128, 8, 0.5, DType::f16},
-    {"256 long N=8192", 1, 2, 2, 8192, 8192, 128, true, DType::bf16, Layout::bhnd, 256, 128, 0.3},
-};
-
-TEST_CASE("CUDA executor, 128-row query tiles (sm90 kernel on Hopper), matches the reference") {
-  for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
-}
-
-TEST_CASE("CUDA executor, 128-row query tiles with the cp.async gather only (no TMA), matches the reference") {
+// Masks with tile_q a multiple of 128 run the sm90 WGMMA kernel on an H100/H200; the table runs again with
+// SPATTN_CUDA_NO_TMA=1 (every chunk through the cp.async gather) and with SPATTN_CUDA_KERNEL=sm80, so both
+// kernels and both load paths are held to the reference.
+TEST_CASE("CUDA executor with the cp.async gather only (no TMA) matches the reference") {
   setenv("SPATTN_CUDA_NO_TMA", "1", 1);
-  for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
+  CHECK(run_executor_table("SPATTN_CUDA_NO_TMA=1") >= 30);
   unsetenv("SPATTN_CUDA_NO_TMA");
 }
 
-TEST_CASE("CUDA executor, 128-row query tiles with the mma.sync kernel forced, matches the reference") {
+TEST_CASE("CUDA executor with the mma.sync kernel forced matches the reference") {
   setenv("SPATTN_CUDA_KERNEL", "sm80", 1);
-  for (const GpuCase& c : kBlock128Cases) check_gpu_case(c);
+  CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80") >= 30);
   unsetenv("SPATTN_CUDA_KERNEL");
+}
+
+/// The shared estimator table on the CUDA backend: cases it estimates are compared decision by decision; the
+/// others report its reasons (the CUDA estimators are the next issue).
+TEST_CASE("CUDA estimators over the shared conformance table (decision by decision)") {
+  CudaMemory memory;
+  int ran = 0;
+  std::string reason;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorOutcome r = conformance::check_estimator(c, "cuda", memory);
+    if (!r.not_supported.empty()) {
+      reason = r.not_supported.front();
+      continue;
+    }
+    ++ran;
+    CHECK(r.outside_margin == 0);
+  }
+  MESSAGE("CUDA estimators: " << ran << " of " << conformance::estimator_cases().size() << " cases ran"
+                              << (reason.empty() ? "" : "; not covered: ") << reason);
 }
 
 // PV-skip on the sm90 kernel. Q and K hold small integers, so every score is an exact integer on both sides

@@ -1,0 +1,119 @@
+// GPU-only: every method's decision rules (core/include/spattn/methods/*.hpp, mask_policy.hpp, pooling.hpp,
+// topcdf.hpp) are device-callable and give the same bits on the GPU as on the host — the premise of DESIGN.md
+// §5.2/5.3 that a GPU estimator following the core's fixed-order arithmetic reproduces the reference's masks.
+// One kernel evaluates each rule on random inputs; the host evaluates the same calls; results compare bitwise.
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "../common.hpp"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/anchor_attn.hpp"
+#include "spattn/methods/bfla.hpp"
+#include "spattn/methods/fg_attn.hpp"
+#include "spattn/methods/sale.hpp"
+#include "spattn/methods/sparge.hpp"
+#include "spattn/pooling.hpp"
+#include "spattn/topcdf.hpp"
+
+namespace spattn::test {
+namespace {
+
+constexpr int kD = 128, kRows = 64, kOut = 32;
+
+/// Every rule once for input set t; out[0..kOut) as raw 32-bit words (floats bit-cast, integers truncated).
+__host__ __device__ void evaluate(const float* x, const float* y, int t, std::uint32_t* out, float* scratch) {
+  auto f = [&](int i, float v) { out[i] = float_to_bits(v); };
+  auto n = [&](int i, long long v) { out[i] = static_cast<std::uint32_t>(v); };
+  const float sl = scale_log2(0.0883883476f);
+  f(0, sparge::self_similarity(x, kRows, kD, scratch));
+  f(1, sparge::pooled_score(x, y, kD, sl));
+  n(2, sparge::topk_count(0.5f, 37 + t));
+  const sparge::BlockRange diag = sparge::diagonal_blocks(128 * t, 128 * t + 127, 300, 64, 40);
+  n(3, diag.first * 1000 + diag.last);
+  mean_rows(x, kRows, kD, scratch);
+  f(4, scratch[t % kD]);
+  f(5, sale::dequantize(x[t], y[t], sale::bias_units(x[t + 1] * 100.0f, 0.013f)));
+  n(6, sale::quant_code(x[t + 2] * 3.0f, 7.0f / 2.5f, 7) + 16 * sale::quant_code(y[t] * 50.0f, 127.0f / 90.0f, 127));
+  SoftmaxState st;
+  float w[kRows];
+  OnlineSoftmax::update(st, x, kRows, w);
+  f(7, sale::threshold(st, 0.004f, sl));
+  n(8, sale::candidate_segments(40 + t, 4, 0.004f) * 100 + sale::k_group(t * 7 + 3) + sale::q_group(t * 5 + 9));
+  const AnchorRegion r = sale::sink_local_region(500 + 13 * t, 9);
+  n(9, r.sink_end + r.local_begin * 3 + r.local_end * 7);
+  const anchor_attn::GroupKeys g = anchor_attn::group_keys(128, 128, 2048, 2048 * (t % 3), 2048 * (t % 3) + 2047, 5000, 7000, t % 2 == 0);
+  n(10, g.sink_end + g.local.begin * 3 + g.local.end * 5 + g.candidates_end * 7 + g.after_begin * 11);
+  const AnchorRegion ar = anchor_attn::row_anchor_region(128, g.local, 3000 + t);
+  n(11, ar.sink_end + ar.local_begin * 3 + ar.local_end * 7);
+  f(12, anchor_attn::stripe_margin(anchor_attn::stripe_score(x, y, kD, sl), anchor_attn::theta_log2(12.0f), x[t]));
+  f(13, fg_attn::pooled_logit(x, y, kD, sl) + fg_attn::tail_weight(1000 + t, 48, true));
+  n(14, bfla::causal_blocks(t, 3000, 5000, 256, true) + 100 * bfla::local_blocks(8, 32, 256));
+  const bfla::Band b = bfla::band(t, 3000, 5000, 256, 2);
+  n(15, b.first * 1000 + b.last);
+  n(16, bfla::topk_floor(3, 0.3f, 20 + t) + 100 * bfla::stride_rescued(t, 7, 3, 5) + 1000 * bfla::random_rescued(t, 9, 2, 3, 0.3f));
+  f(17, bfla::weight(x[t], 3.0f) + fg_attn::weight(y[t], 2.0f) + sparge::weight(x[t + 3], 1.0f));
+  n(18, mask_policy::row_key_end<long long>(t * 37, 1000, 1500, true) + 3 * mask_policy::row_sees<int>(t, 700, 1000, 1500, true));
+  const std::int32_t tiles[5] = {0, 3, 4, 9, 12};
+  n(19, mask_policy::key_at<int>(tiles, 5, 64, 10 * t, 700) + 4096 * mask_policy::visited_tiles<int>(tiles, 5, 64, 300 + 20 * t));
+  n(20, mask_policy::pv_row_votes_skip(x[t] * 30.0f, y[t] * 30.0f, 4.0f) + 2 * mask_policy::empty_row(x[t]));
+  float sorted[kRows];
+  for (int i = 0; i < kRows; ++i) sorted[i] = w[i];
+  for (int i = 1; i < kRows; ++i)  // insertion sort in the core's selection order
+    for (int j = i; j > 0 && selection_before(sorted[j], j, sorted[j - 1], j - 1); --j) {
+      const float tmp = sorted[j];
+      sorted[j] = sorted[j - 1];
+      sorted[j - 1] = tmp;
+    }
+  n(21, top_cdf_count(sorted, kRows, 0.9f, 1, false) + 100 * top_cdf_count(sorted, kRows, 0.7f, 1, true));
+  f(22, dot_lanes8(x, y, kD) - dot_sequential(x, y, kD));
+  f(23, exp2_det(x[t] * 10.0f) + log2_det(1.0f + y[t] * y[t]));
+  for (int i = 24; i < kOut; ++i) out[i] = 0;
+}
+
+__global__ void evaluate_kernel(const float* x, const float* y, int sets, std::uint32_t* out, float* scratch) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < sets) evaluate(x + t * kRows * kD, y + t * kRows * kD, t, out + t * kOut, scratch + t * kD);
+}
+
+TEST_CASE("core rules are device-callable and bit-identical on the GPU and the host") {
+  constexpr int kSets = 40;
+  std::vector<float> x(kSets * kRows * kD), y(x.size());
+  for (auto& v : x) v = static_cast<float>(uniform(-2.0, 2.0));
+  for (auto& v : y) v = static_cast<float>(uniform(-2.0, 2.0));
+  for (int t = 0; t < kSets; t += 7)  // a zero block: the self-similarity guard
+    std::memset(x.data() + t * kRows * kD, 0, kRows * kD * sizeof(float));
+  std::vector<std::uint32_t> host(kSets * kOut), device(host.size());
+  std::vector<float> scratch(kD);
+  for (int t = 0; t < kSets; ++t) evaluate(x.data() + t * kRows * kD, y.data() + t * kRows * kD, t, host.data() + t * kOut, scratch.data());
+  float *dx, *dy, *ds;
+  std::uint32_t* dout;
+  REQUIRE(cudaMalloc(&dx, x.size() * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dy, y.size() * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&ds, kSets * kD * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dout, device.size() * 4) == cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dy, y.data(), y.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemset(dout, 0xff, device.size() * 4);
+  evaluate_kernel<<<(kSets + 31) / 32, 32>>>(dx, dy, kSets, dout, ds);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(device.data(), dout, device.size() * 4, cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(ds);
+  cudaFree(dout);
+  int differ = 0;
+  for (int t = 0; t < kSets; ++t)
+    for (int i = 0; i < kOut; ++i)
+      if (host[t * kOut + i] != device[t * kOut + i]) {
+        ++differ;
+        MESSAGE("set " << t << " rule " << i << ": host " << host[t * kOut + i] << " device " << device[t * kOut + i]);
+      }
+  CHECK(differ == 0);
+}
+
+}  // namespace
+}  // namespace spattn::test
