@@ -111,7 +111,7 @@ class TileMask {
   };
   Stats stats() const;
 
-  // ---- export (mask_io.cpp) ----
+  // ---- export (mask_export.cpp) ----
   /// PyTorch FlexAttention BlockMask lists, [B, Hm, Tq] counts and [B, Hm, Tq, Tk] indices (padded with 0):
   /// "full" tiles need no mask_mod (every pair inside them is visible), "partial" tiles do.
   struct FlexBlockMask {
