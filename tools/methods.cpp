@@ -6,6 +6,7 @@
 #include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/reference/bfla.hpp"
 #include "spattn/reference/sale.hpp"
 #include "spattn/reference/sparge.hpp"
@@ -58,7 +59,7 @@ TileMask bfla_method(const MethodInputs& in) {
 
 TileMask sparge_method(const MethodInputs& in) {
   if (!in.options.params.empty()) {
-    const sparge::Params params = sparge::Params::load_json(in.options.params);
+    const sparge::Params params = load_sparge_params(in.options.params);
     require(static_cast<std::int64_t>(params.heads.size()) == in.problem.heads_q, "--params: '", in.options.params,
             "' has ", params.heads.size(), " heads, the input has ", in.problem.heads_q);
     sparge::Config cfg = params.config();
@@ -78,7 +79,7 @@ TileMask sparge_method(const MethodInputs& in) {
 TileMask sale_method(const MethodInputs& in) {
   sale::Config cfg;
   if (!in.options.params.empty()) {
-    const sale::Params params = sale::Params::load_json(in.options.params);
+    const sale::Params params = load_sale_params(in.options.params);
     require(static_cast<std::int64_t>(params.tau.size()) == in.problem.heads_q, "--params: '", in.options.params,
             "' has ", params.tau.size(), " heads, the input has ", in.problem.heads_q);
     cfg = params.config();

@@ -8,8 +8,10 @@
 #include "mask_png.hpp"
 #include "methods.hpp"
 #include "spattn/error.hpp"
+#include "spattn/mask_file.hpp"
 #include "spattn/methods/sparge.hpp"
 #include "spattn/npy.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::cli {
@@ -49,7 +51,7 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   sparse_options.pv_vote_rows = options.pv_vote_rows;
   sparse_options.qk_int8 = options.qk_int8;
   if (method.name == "sparge" && !options.method_options.params.empty())  // tuned per-head PV thresholds
-    sparse_options.pv_threshold_per_head = sparge::Params::load_json(options.method_options.params).pv_thresholds();
+    sparse_options.pv_threshold_per_head = load_sparge_params(options.method_options.params).pv_thresholds();
   HostTensor o = output_like(w), dense = output_like(w);
   o.poison();
   dense.poison();
@@ -77,7 +79,7 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
 
   if (!options.out.empty())
     write_npy(options.out, NpyArray::from_vector(got, {p.batch, p.heads_q, p.seqlen_q, p.dim_v()}));
-  if (!options.mask_out.empty()) mask.save_npz(options.mask_out);
+  if (!options.mask_out.empty()) save_mask_npz(mask, options.mask_out);
   if (!options.mask_png.empty()) write_mask_png(mask, 0, options.png_head, options.mask_png);
   return r;
 }
