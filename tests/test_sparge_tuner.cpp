@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "spattn/error.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/reference/sparge.hpp"
 #include "spattn/spattn.hpp"
 
@@ -62,8 +63,8 @@ TEST_CASE("tuned parameters meet the error bound on the calibration inputs (re-c
   const auto dir = std::filesystem::temp_directory_path() / ("spattn_tune_" + std::to_string(test_seed()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "p.json").string();
-  params.save_json(path);
-  const sparge::Params back = sparge::Params::load_json(path);
+  save_params_json(params, path);
+  const sparge::Params back = load_sparge_params(path);
   REQUIRE(back.heads.size() == 2);
   for (std::size_t h = 0; h < 2; ++h) {
     CHECK(back.heads[h].theta == params.heads[h].theta);
@@ -73,9 +74,9 @@ TEST_CASE("tuned parameters meet the error bound on the calibration inputs (re-c
            (std::isinf(back.heads[h].pv_threshold) && std::isinf(params.heads[h].pv_threshold))));
   }
   std::ofstream(dir / "bad.json") << "{\"method\": \"sparge\", \"block_q\": 128}";
-  CHECK_THROWS_WITH_AS(sparge::Params::load_json((dir / "bad.json").string()), doctest::Contains("bad.json"), Error);
+  CHECK_THROWS_WITH_AS(load_sparge_params((dir / "bad.json").string()), doctest::Contains("bad.json"), Error);
   std::ofstream(dir / "other.json") << "{\"method\": \"sale\"}";
-  CHECK_THROWS_WITH_AS(sparge::Params::load_json((dir / "other.json").string()), doctest::Contains("not SpargeAttn"), Error);
+  CHECK_THROWS_WITH_AS(load_sparge_params((dir / "other.json").string()), doctest::Contains("not SpargeAttn"), Error);
   std::filesystem::remove_all(dir);
 }
 

@@ -11,14 +11,16 @@
 #include "run.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/mask_file.hpp"
 #include "spattn/methods/sparge.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
 
 namespace {
 
 int inspect(const std::string& path) {
-  const spattn::TileMask m = spattn::TileMask::load_npz(path);
+  const spattn::TileMask m = spattn::load_mask_npz(path);
   const auto s = m.stats();
   std::printf("tile_q %d tile_k %d batch %lld mask_heads %lld seqlen_q %lld seqlen_kv %lld causal %d\n",
               m.shape.tile_q, m.shape.tile_k, static_cast<long long>(m.shape.batch),
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
         base.bits = cal_bits;
         const sale::Params sp = std::get<sale::Params>(calibrate(base, samples, tune));
         std::fprintf(stderr, "\n");
-        sp.save_json(cal_out);
+        save_params_json(sp, cal_out);
         std::printf("%-5s %-10s\n", "head", "tau");
         for (std::size_t h = 0; h < sp.tau.size(); ++h)
           std::printf("%-5zu %-10g%s\n", h, double(sp.tau[h]), sp.tau[h] == 0.0f ? " (dense)" : "");
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
       }
       const sparge::Params params = std::get<sparge::Params>(calibrate(sparge::Config{}, samples, tune));
       std::fprintf(stderr, "\n");
-      params.save_json(cal_out);
+      save_params_json(params, cal_out);
       std::printf("%-5s %-8s %-8s %-8s %-6s %-9s %-8s\n", "head", "theta", "tau", "pv", "dense", "sparsity", "rel_l1");
       for (std::size_t h = 0; h < params.heads.size(); ++h) {
         const auto& hp = params.heads[h];

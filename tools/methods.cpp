@@ -1,6 +1,7 @@
 #include "methods.hpp"
 
 #include "spattn/error.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::cli {
@@ -49,7 +50,7 @@ MethodConfig method_config(const std::string& name, const MethodOptions& o, std:
     if (!o.rescue_grid.empty()) bf->rescue_grid = o.rescue_grid == "coarse" ? bfla::RescueGrid::coarse : bfla::RescueGrid::tile;
   } else if (auto* sp = std::get_if<sparge::Config>(&config)) {
     if (!o.params.empty()) {
-      const sparge::Params params = sparge::Params::load_json(o.params);
+      const sparge::Params params = load_sparge_params(o.params);
       require(static_cast<std::int64_t>(params.heads.size()) == heads_q, "--params: '", o.params, "' has ",
               params.heads.size(), " heads, the input has ", heads_q);
       *sp = params.config();
@@ -65,7 +66,7 @@ MethodConfig method_config(const std::string& name, const MethodOptions& o, std:
   } else if (auto* sa = std::get_if<sale::Config>(&config)) {
     require(o.tile_q == 0 && o.tile_k == 0, "--tile: sale uses 64×32 blocks");
     if (!o.params.empty()) {
-      const sale::Params params = sale::Params::load_json(o.params);
+      const sale::Params params = load_sale_params(o.params);
       require(static_cast<std::int64_t>(params.tau.size()) == heads_q, "--params: '", o.params, "' has ",
               params.tau.size(), " heads, the input has ", heads_q);
       *sa = params.config();

@@ -7,6 +7,7 @@
 
 #include "mask_png.hpp"
 #include "methods.hpp"
+#include "spattn/mask_file.hpp"
 #include "spattn/error.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
@@ -78,7 +79,7 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
 
   if (!options.out.empty())
     write_npy(options.out, NpyArray::from_vector(got, {p.batch, p.heads_q, p.seqlen_q, p.dim_v()}));
-  if (!options.mask_out.empty()) mask.save_npz(options.mask_out);
+  if (!options.mask_out.empty()) save_mask_npz(mask, options.mask_out);
   if (!options.mask_png.empty()) write_mask_png(mask, 0, options.png_head, options.mask_png);
   return r;
 }

@@ -1,8 +1,6 @@
 #include "spattn/methods/sale.hpp"
 
 #include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "spattn/error.hpp"
 
@@ -41,33 +39,6 @@ Config Params::config() const {
   c.local_window = local_window;
   c.tau = tau;
   return c;
-}
-
-void Params::save_json(const std::string& path) const {
-  const nlohmann::json j = {{"method", "sale"}, {"bits", bits}, {"local_window", local_window}, {"theta", theta},
-                            {"tau", tau}};
-  std::ofstream out(path);
-  require(out.good(), "cannot open '", path, "' for writing");
-  out << j.dump(2) << "\n";
-}
-
-Params Params::load_json(const std::string& path) {
-  std::ifstream in(path);
-  require(in.good(), "cannot open '", path, "' for reading");
-  try {
-    const nlohmann::json j = nlohmann::json::parse(in);
-    require(j.value("method", "") == "sale", "params '", path, "': not SALE parameters");
-    Params p;
-    p.bits = j.at("bits").get<int>();
-    p.local_window = j.at("local_window").get<std::int64_t>();
-    p.theta = j.value("theta", 0.4f);
-    p.tau = j.at("tau").get<std::vector<float>>();
-    require(!p.tau.empty(), "params '", path, "': no tau values");
-    p.config().validate(static_cast<std::int64_t>(p.tau.size()));
-    return p;
-  } catch (const nlohmann::json::exception& e) {
-    fail("params '", path, "': ", e.what());
-  }
 }
 
 }  // namespace spattn::sale

@@ -111,7 +111,7 @@ class TileMask {
   };
   Stats stats() const;
 
-  // ---- export (mask_io.cpp) ----
+  // ---- export (mask_export.cpp; mask files are in io/: spattn/mask_file.hpp) ----
   /// PyTorch FlexAttention BlockMask lists, [B, Hm, Tq] counts and [B, Hm, Tq, Tk] indices (padded with 0):
   /// "full" tiles need no mask_mod (every pair inside them is visible), "partial" tiles do.
   struct FlexBlockMask {
@@ -124,10 +124,6 @@ class TileMask {
     std::vector<std::int32_t> indptr, indices;
   };
   Bsr to_bsr() const;
-  /// .npz with arrays row_ptr (int64), tiles (int32) and int64 scalars tile_q, tile_k, batch, mask_heads,
-  /// seqlen_q, seqlen_kv, causal (plus seqlens_q / seqlens_kv for variable-length masks).
-  void save_npz(const std::string& path) const;
-  static TileMask load_npz(const std::string& path);
 };
 
 }  // namespace spattn

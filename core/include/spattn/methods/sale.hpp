@@ -129,8 +129,6 @@ struct Params {
   float theta = 0.4f;
   std::vector<float> tau;
   Config config() const;
-  void save_json(const std::string& path) const;
-  static Params load_json(const std::string& path);
 };
 
 }  // namespace spattn::sale

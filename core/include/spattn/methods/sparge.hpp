@@ -154,8 +154,6 @@ struct Params {
 
   Config config() const;                    ///< per-head θ, τ and dense flags
   std::vector<float> pv_thresholds() const;  ///< per-head PV-skip thresholds for AttendOptions
-  void save_json(const std::string& path) const;
-  static Params load_json(const std::string& path);  ///< throws spattn::Error naming the file and field
 };
 
 }  // namespace spattn::sparge
