@@ -50,6 +50,27 @@ void check_samples(const std::vector<Sample>& samples) {
   }
 }
 
+/// One slice estimated with `config` and attended over its mask (PV-skip at pv_threshold), through the dispatcher.
+struct SliceRun {
+  std::vector<float> out;
+  TileMask::Stats mask;
+  AttendStats stats;
+};
+SliceRun run_slice(const Slice& s, const MethodConfig& config, float pv_threshold, const CalibrationTargets& t) {
+  EstimateOptions eo;
+  eo.backend = t.backend;
+  const TileMask mask = estimate(config, s.p, s.q, s.k, eo).mask;
+  HostTensor o(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
+  AttendOptions opt;
+  opt.backend = t.backend;
+  opt.pv_threshold = pv_threshold;
+  SliceRun r;
+  r.stats = attend(s.p, s.q, s.k, s.v, mask, o.view(), opt);
+  r.mask = mask.stats();
+  r.out = o.to_float();
+  return r;
+}
+
 double rel_l1(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
   for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - want[i]), norm += std::fabs(double(want[i]));
@@ -64,18 +85,10 @@ Eval evaluate(const std::vector<Slice>& slices, const sparge::Config& cfg, float
   Eval e;
   double executed = 0, reachable = 0;
   for (const Slice& s : slices) {
-    EstimateOptions eo;
-    eo.backend = t.backend;
-    const TileMask mask = estimate(cfg, s.p, s.q, s.k, eo).mask;
-    HostTensor o(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
-    AttendOptions opt;
-    opt.backend = t.backend;
-    opt.pv_threshold = pv_threshold;
-    const AttendStats st = attend(s.p, s.q, s.k, s.v, mask, o.view(), opt);
-    const auto ms = mask.stats();
-    executed += static_cast<double>(ms.kept_tiles - st.pv_skipped);
-    reachable += static_cast<double>(ms.reachable_tiles);
-    e.worst_l1 = std::max(e.worst_l1, rel_l1(o.to_float(), s.dense));
+    const SliceRun r = run_slice(s, cfg, pv_threshold, t);
+    executed += static_cast<double>(r.mask.kept_tiles - r.stats.pv_skipped);
+    reachable += static_cast<double>(r.mask.reachable_tiles);
+    e.worst_l1 = std::max(e.worst_l1, rel_l1(r.out, s.dense));
   }
   e.sparsity = reachable > 0 ? 1.0 - executed / reachable : 0.0;
   return e;
@@ -165,15 +178,8 @@ sale::Params calibrate_sale(const sale::Config& base, const std::vector<Sample>&
       for (const Slice& s : slices) {
         sale::Config cfg = base;
         cfg.tau = {tau};
-        EstimateOptions eo;
-        eo.backend = t.backend;
-        const TileMask mask = estimate(cfg, s.p, s.q, s.k, eo).mask;
-        HostTensor o(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
-        AttendOptions opt;
-        opt.backend = t.backend;
-        attend(s.p, s.q, s.k, s.v, mask, o.view(), opt);
+        const std::vector<float> a = run_slice(s, cfg, INFINITY, t).out;
         double err = 0;
-        const auto a = o.to_float();
         for (std::size_t i = 0; i < a.size(); ++i) err += std::fabs(double(a[i]) - s.dense[i]);
         if (!(err / static_cast<double>(s.p.seqlen_q) < t.sale_theta)) ok = false;
       }

@@ -12,56 +12,20 @@
 namespace spattn::test {
 namespace {
 
-struct Case {
-  const char* name;
-  std::int64_t batch, hq, hkv, nq, nkv, d, dv;
-  bool causal;
-  DType dtype;
-  Layout layout;
-  std::int32_t tile_q, tile_k;
-  double density;  // 1 = dense mask
-  std::vector<std::int64_t> lens_q = {}, lens_kv = {};  // variable-length batch when not empty
-};
+using Case = conformance::ExecutorCase;  // the output dtype is check_case's argument
 
 double tolerance(DType out) { return out == DType::f32 ? 2e-5 : out == DType::f16 ? 2e-3 : 1.6e-2; }
 
 void check_case(const Case& c, DType out_dtype = DType::f32) {
   CAPTURE(c.name);
-  Problem p;
-  p.batch = c.batch;
-  p.heads_q = c.hq;
-  p.heads_kv = c.hkv;
-  p.seqlen_q = c.nq;
-  p.seqlen_kv = c.nkv;
-  p.head_dim = c.d;
-  p.head_dim_v = c.dv;
-  p.causal = c.causal;
-  p.dtype = c.dtype;
-  const bool varlen = !c.lens_q.empty();
-  std::int64_t total_q = c.nq, total_kv = c.nkv, tensor_batch = c.batch;
-  if (varlen) {
-    p.cu_seqlens_q = {0};
-    p.cu_seqlens_kv = {0};
-    for (std::size_t b = 0; b < c.lens_q.size(); ++b) {
-      p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + c.lens_q[b]);
-      p.cu_seqlens_kv.push_back(p.cu_seqlens_kv.back() + c.lens_kv[b]);
-    }
-    total_q = p.cu_seqlens_q.back();
-    total_kv = p.cu_seqlens_kv.back();
-    tensor_batch = 1;
-  }
-  const Layout layout = varlen ? Layout::bnhd : c.layout;
-  HostTensor q(c.dtype, tensor_batch, c.hq, total_q, c.d, layout);
-  HostTensor k(c.dtype, tensor_batch, c.hkv, total_kv, c.d, layout);
-  HostTensor v(c.dtype, tensor_batch, c.hkv, total_kv, p.dim_v(), layout);
-  HostTensor o(out_dtype, tensor_batch, c.hq, total_q, p.dim_v(), layout);
-  fill_random(q, 1.5);
-  fill_random(k, 1.5);
-  fill_random(v);
+  const conformance::ExecutorInputs in = conformance::make_inputs(c);
+  const Problem& p = in.problem;
+  const HostTensor &q = in.q, &k = in.k, &v = in.v;
+  const TileMask& mask = in.mask;
+  const bool varlen = p.varlen();
+  HostTensor o(out_dtype, q.batch(), c.hq, q.seqlen(), p.dim_v(), q.layout());
   o.poison();
 
-  const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
-  const TileMask mask = c.density >= 1.0 ? TileMask::dense(shape) : random_mask(shape, c.density);
   std::vector<float> lse(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), 12345.0f);
   AttendOptions options;
   options.lse = lse.data();
@@ -100,9 +64,7 @@ TEST_CASE("reference executor matches the fp64 oracle over the shape table") {
   int checked = 0;
   for (const conformance::ExecutorCase& e : conformance::executor_cases()) {
     if (e.nq * e.nkv > 30'000'000) continue;
-    const Case c{e.name, e.batch, e.hq, e.hkv, e.nq, e.nkv, e.d, e.dv, e.causal, e.dtype, e.layout,
-                 e.tile_q, e.tile_k, e.density, e.lens_q, e.lens_kv};
-    check_case(c, e.out);
+    check_case(e, e.out);
     ++checked;
   }
   CHECK(checked >= 38);

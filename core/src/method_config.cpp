@@ -15,17 +15,6 @@ void DenseConfig::validate() const {
           MaskShape::kMinTileK, ", ", MaskShape::kMaxTileK, "], got ", tile_k);
 }
 
-namespace {
-
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
-
-}  // namespace
-
 std::string_view method_name(const MethodConfig& config) {
   return std::visit(Overload{[](const DenseConfig&) { return std::string_view("dense"); },
                              [](const sparge::Config&) { return std::string_view("sparge"); },

@@ -9,17 +9,6 @@
 #include "spattn/reference/sparge.hpp"
 
 namespace spattn::reference {
-namespace {
-
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
-
-}  // namespace
-
 Estimate ReferenceBackend::estimate(const MethodConfig& config, const Problem& p, const TensorView& q, const TensorView& k,
                                     const EstimateOptions&) const {
   Estimate e;

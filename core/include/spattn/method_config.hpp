@@ -28,6 +28,14 @@ struct DenseConfig {
 using MethodConfig =
     std::variant<DenseConfig, sparge::Config, sale::Config, anchor_attn::Config, fg_attn::Config, bfla::Config>;
 
+/// std::visit helper: Overload{[](const DenseConfig&) {…}, [](const sparge::Config&) {…}, …}.
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overload(F...) -> Overload<F...>;
+
 /// "dense", "sparge", "sale", "anchor", "fgattn" or "bfla".
 std::string_view method_name(const MethodConfig& config);
 
