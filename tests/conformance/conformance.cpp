@@ -190,6 +190,11 @@ const std::vector<EstimatorCase>& estimator_cases() {
     sp_small.block_k = 32;
     sale::Config sale4;
     sale4.tau = {0.01f};
+    sale::Config sale_strict = sale4;  // random inputs: a larger τ so that candidates are dropped
+    sale_strict.tau = {0.3f};
+    sparge::Config sp_topk_small = sp_topk;
+    sp_topk_small.block_q = 64;
+    sp_topk_small.block_k = 32;
     sale::Config sale8 = sale4;
     sale8.bits = 8;
     sale8.local_window = 64;
@@ -224,11 +229,11 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"sparge top-k video fp16", sp_topk, video, 1, 2, 2, 777, 777, 64, false, DType::f16},
         {"sparge TopCdf Nq < Nkv", sp_cdf, llm, 1, 4, 2, 300, 1100, 128, true, DType::bf16},
         {"sparge 64x32 D=256", sp_small, llm, 1, 2, 1, 333, 333, 256, true, DType::f16},
-        {"sparge varlen", sp_small, random, 3, 2, 1, 200, 260, 64, true, DType::bf16, {200, 17, 130}, {260, 17, 200}},
+        {"sparge varlen", sp_topk_small, random, 3, 2, 1, 200, 260, 64, true, DType::bf16, {200, 17, 130}, {260, 17, 200}},
         {"sale int4 llm", sale4, llm, 1, 4, 2, 1000, 1000, 128, true, DType::bf16},
         {"sale int8 Nq < Nkv fp16", sale8, llm, 1, 2, 1, 400, 900, 64, true, DType::f16},
         {"sale non-causal video", sale4, video, 1, 2, 2, 600, 600, 64, false, DType::bf16},
-        {"sale varlen D=256", sale4, random, 2, 2, 2, 300, 500, 256, true, DType::bf16, {300, 70}, {500, 70}},
+        {"sale varlen D=256", sale_strict, random, 2, 2, 2, 300, 500, 256, true, DType::bf16, {300, 70}, {500, 70}},
         {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},
         {"anchor non-causal", anchor, video, 1, 2, 1, 1100, 1300, 64, false, DType::f16},
         {"anchor default Nq < Nkv", anchor_default, llm, 1, 2, 2, 700, 3000, 64, true, DType::bf16},
