@@ -1,6 +1,7 @@
 // Tile-sparse flash attention for Hopper (sm_90a): WGMMA tensor-core products fed by a producer warpgroup
 // through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
-// blocks (mask tile_q a multiple of 128) on compute capability 9.0.
+// blocks (mask tile_q a multiple of 128) on compute capability 9.0. Which keys a row sees, the block key end,
+// the kept-key lookup, the PV-skip vote and empty rows are spattn/mask_policy.hpp's, as in the reference.
 //
 // CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head.
 // - Warpgroup 0, the producer (56 registers after setmaxnreg): loads the item's Q block (cp.async), then walks
@@ -26,6 +27,7 @@
 
 #include "device_common.cuh"
 #include "sm90.cuh"
+#include "spattn/mask_policy.hpp"
 
 namespace spattn::cuda {
 namespace {
@@ -67,7 +69,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // block of (b, mask head) and one of the query heads that share that mask head (adjacent: GQA's K/V reuse).
   const int group = p.heads_q / p.mask_heads;
   const int total = p.order_size * group;
-  int b = 0, h = 0, hkv = 0, row0 = 0, nq = 0, nkv = 0, count = 0, offset = 0, limit = 0, chunks = 0;
+  int b = 0, h = 0, hkv = 0, row0 = 0, nq = 0, nkv = 0, count = 0, limit = 0, chunks = 0;
   std::int64_t off_q = 0, off_kv = 0;
   const std::int32_t* tiles = nullptr;
   auto load_item = [&](int w) {
@@ -85,9 +87,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + row0 / p.tile_q;
     tiles = p.tiles + p.row_ptr[mrow];
     count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
-    offset = nkv - nq;
     const int last_row = min(row0 + kBM, nq) - 1;
-    limit = p.causal ? min(last_row + offset + 1, nkv) : nkv;
+    limit = mask_policy::block_key_end(last_row, nq, nkv, p.causal != 0);
     chunks = (count * p.tile_k + kBN - 1) / kBN;
   };
   // Round n of the grid takes items n·grid … n·grid + grid − 1, CTA i the i-th of them in even rounds and the
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int s = it % kStages;
       mbar_wait(empty(s), ((it / kStages) & 1) ^ 1);
       int* keys = s_keys + s * kBN;
-      keys[t] = key_at(tiles, count, p.tile_k, chunk * kBN + t, limit);
+      keys[t] = mask_policy::key_at<int>(tiles, count, p.tile_k, chunk * kBN + t, limit);
       producer_sync();
       const int j0 = keys[0];
       if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) {
@@ -243,26 +244,29 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
       wgmma_commit();
     };
-    // Online softmax of acc_s (raw scores) for the chunk in stage s: masks keys past the end or, if causal,
-    // past the row; folds the chunk into (m, l) and leaves the weights 2^(x·scale − m) in acc_s. Returns the
-    // factor for O per row half. Same function as softmax_rescale/softmax_weight with Exp2Fast: the max is
-    // taken on raw scores (scaling is monotonic), and a row whose max is still −∞ uses 0 so masked
-    // scores give 2^−∞ = 0.
+    // Online softmax of acc_s (raw scores) for the chunk in stage s: masks the keys a row does not see
+    // (mask_policy::row_sees, tested as VisibleKeys: past the end or, if causal, past the row); folds the
+    // chunk into (m, l) and leaves the weights 2^(x·scale − m) in acc_s. Returns the factor for O per row
+    // half. Same function as softmax_rescale/softmax_weight with Exp2Fast: the max is taken on raw scores
+    // (scaling is monotonic), and a row whose max is still −∞ uses 0 so masked scores give 2^−∞ = 0.
     //
     // PV-skip (kPvSkip, SpargeAttn Stage 2 as the reference executor defines it): the chunk's key tiles
     // (1 of 128 or 2 of 64 keys) are decided in order; a vote group (16 rows: a warp, 64: this warpgroup,
-    // 128: the CTA) skips a tile when for each of its rows (tile max − running max) < −threshold, the max
-    // including the tiles before it in the chunk that were not skipped. A skipped tile's scores become −∞:
-    // no max update, no weight, nothing added by P·V. The last pv_exempt visited tiles are never skipped.
+    // 128: the CTA) skips a tile when each of its rows votes mask_policy::pv_row_votes_skip, (tile max −
+    // running max) < −threshold, the max including the tiles before it in the chunk that were not skipped.
+    // A skipped tile's scores become −∞: no max update, no weight, nothing added by P·V. The last pv_exempt
+    // visited tiles are never skipped.
     // Returns true when this warpgroup skipped every tile of the chunk (only used for votes of ≥ 64 rows).
     auto softmax = [&](int s, int chunk, float (&alpha)[2]) {
       const int* keys = s_keys + s * kBN;
-      const int last_key = keys[kBN - 1];
-      const bool need_mask = last_key < 0 || (p.causal && last_key > wg_row0 + offset);
+      const bool causal = p.causal != 0;
+      // Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
+      // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk.
+      const bool need_mask = !VisibleKeys(wg_row0, nq, nkv, causal).sees(keys[kBN - 1]);
       float mx[2], tm[2][2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int i = wg_row0 + warp * 16 + g + 8 * half;
+        const VisibleKeys row(wg_row0 + warp * 16 + g + 8 * half, nq, nkv, causal);
         tm[half][0] = tm[half][1] = -INFINITY;  // PV-skip: the maxima of the chunk's two 64-key halves
         mx[half] = -INFINITY;
 #pragma unroll
@@ -270,10 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             float& x = acc_s[4 * nt + 2 * half + e];
-            if (need_mask) {
-              const int j = keys[nt * 8 + 2 * t4 + e];
-              if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
-            }
+            if (need_mask && !row.sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
             if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
             else mx[half] = fmaxf(mx[half], x);
           }
@@ -303,8 +304,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (chunk * per + tt < pv_skippable) {  // uniform over the CTA
             // Rows past the sequence (padding of the last block) agree, as they are not in the reference's group.
             const int i0 = wg_row0 + warp * 16 + g;
-            const bool mine = (i0 >= nq || tm[0][tt] * p.scale_log2 - m_cur[0] < -pv_thr) &&
-                              (i0 + 8 >= nq || tm[1][tt] * p.scale_log2 - m_cur[1] < -pv_thr);
+            const bool mine =
+                (i0 >= nq || mask_policy::pv_row_votes_skip(tm[0][tt] * p.scale_log2, m_cur[0], pv_thr)) &&
+                (i0 + 8 >= nq || mask_policy::pv_row_votes_skip(tm[1][tt] * p.scale_log2, m_cur[1], pv_thr));
             skip_t[tt] = p.pv_vote == 16    ? __all_sync(0xffffffffu, mine)
                          : p.pv_vote == 64 ? bar_red_and(4 + cw, 128, mine)
                                            : bar_red_and(6, 256, mine);
@@ -375,13 +377,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                     : p.pv_vote == 64 ? (tw == 0 && wg_row0 < nq)
                                       : (tw == 0 && cw == 0);
         pv_thr = p.pv_thr[h];
-        int lo = 0, hi = count;  // first tile whose first key is at or past limit
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (static_cast<std::int64_t>(tiles[mid]) * p.tile_k < limit) lo = mid + 1;
-          else hi = mid;
-        }
-        pv_skippable = lo - p.pv_exempt;
+        pv_skippable =
+            mask_policy::pv_skippable_tiles(mask_policy::visited_tiles(tiles, count, p.tile_k, limit), p.pv_exempt);
       }
 
       // Software pipeline (FlashAttention-3's intra-warpgroup overlap): while P_{j-1}·V_{j-1} runs on the
@@ -443,7 +440,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const int i = wg_row0 + warp * 16 + g + 8 * half;
         if (i >= nq) continue;
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const float inv = mask_policy::empty_row(l) ? 0.0f : 1.0f / l;
         const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt)
