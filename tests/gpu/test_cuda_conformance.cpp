@@ -12,6 +12,7 @@
 
 #include "../common.hpp"
 #include "cuda_memory.hpp"
+#include "spattn/cuda/backend.hpp"
 #include "spattn/reference/executor.hpp"
 #include "spattn/spattn.hpp"
 
@@ -190,6 +191,54 @@ TEST_CASE("CUDA PV-skip (sm90 kernel) skips what the reference skips") {
   std::int64_t skipped = 0;
   for (const PvCase& c : cases) skipped += check_pv_case(c);
   CHECK(skipped > 0);  // the table exercises skipping, not just the pass-through
+}
+
+// DeviceTileMask keeps no reference to the TileMask it was built from: one built from a temporary (destroyed at
+// the end of its declaration) still runs attend_async correctly, on each kernel path (sm90 blocks of 128 rows,
+// sm80 64-row CTAs, merged 16-row tiles).
+TEST_CASE("DeviceTileMask built from a temporary TileMask runs attend_async") {
+  struct Shape {
+    std::int32_t tile_q, tile_k;
+  };
+  for (const Shape sh : {Shape{128, 64}, Shape{64, 32}, Shape{16, 16}}) {
+    CAPTURE(sh.tile_q);
+    Problem p;
+    p.heads_q = 4;
+    p.heads_kv = 2;
+    p.seqlen_q = p.seqlen_kv = 300;
+    p.head_dim = 64;
+    p.causal = true;
+    p.dtype = DType::bf16;
+    HostTensor q(p.dtype, 1, 4, 300, 64), k(p.dtype, 1, 2, 300, 64), v(p.dtype, 1, 2, 300, 64);
+    fill_random(q, 1.5);
+    fill_random(k, 1.5);
+    fill_random(v);
+    const MaskShape shape = MaskShape::of(p, sh.tile_q, sh.tile_k);
+    const cuda::DeviceTileMask dmask(TileMask::dense(shape));
+    CHECK(dmask.shape() == shape);
+    CHECK(dmask.tile_q() == sh.tile_q);
+    CHECK(dmask.tile_k() == sh.tile_k);
+    CHECK(dmask.mask_heads() == shape.mask_heads);
+    CHECK(dmask.num_q_tiles() == shape.num_q_tiles());
+
+    HostTensor want(DType::f32, 1, 4, 300, 64), got(DType::f32, 1, 4, 300, 64);
+    const AttendStats ref = reference::attend(p, q.view(), k.view(), v.view(), TileMask::dense(shape), want.view());
+    DeviceTensor dq(q.size_bytes()), dk(k.size_bytes()), dv(v.size_bytes()), dout(got.size_bytes()), dempty(sizeof(int));
+    TensorView o_view = got.view();
+    o_view.data = dout.ptr;
+    o_view.memory = Memory::cuda;
+    cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+    cuda_check(cudaMemset(dempty.ptr, 0, dempty.bytes));
+    cuda::attend_async(p, on_device(q, dq), on_device(k, dk), on_device(v, dv), dmask, o_view, nullptr, nullptr, nullptr,
+                       static_cast<int*>(dempty.ptr));
+    cuda_check(cudaDeviceSynchronize());
+    cuda_check(cudaMemcpy(got.data(), dout.ptr, got.size_bytes(), cudaMemcpyDeviceToHost));
+    int empty_rows = -1;
+    cuda_check(cudaMemcpy(&empty_rows, dempty.ptr, sizeof(int), cudaMemcpyDeviceToHost));
+    double worst = 0;
+    CHECK(mismatches(got, want, p.dtype, worst) == 0);
+    CHECK(empty_rows == ref.empty_rows);
+  }
 }
 
 TEST_CASE("attend() explains why the CUDA backend does not cover a call") {

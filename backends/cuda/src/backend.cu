@@ -98,7 +98,7 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
   return why;
 }
 
-DeviceTileMask::DeviceTileMask(const TileMask& mask) : host_(mask) {
+DeviceTileMask::DeviceTileMask(const TileMask& mask) : shape_(mask.shape) {
   if (mask.shape.tile_q < 64) {  // work items of 64 / tile_q consecutive query tiles (exact semantics)
     const std::int64_t per_item = 64 / mask.shape.tile_q;
     const std::int64_t blocks = (mask.shape.seqlen_q + 63) / 64, tq = mask.shape.num_q_tiles();
@@ -187,7 +187,6 @@ DeviceTileMask::~DeviceTileMask() {
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                   const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
                   const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv) {
-  const TileMask& mask = dmask.host();
   FlashParams f{};
   f.q = q.data;
   f.k = k.data;
@@ -210,10 +209,10 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.scale_log2 = scale_log2(p.softmax_scale());
   f.row_ptr = dmask.row_ptr();
   f.tiles = dmask.tiles();
-  f.tile_q = mask.shape.tile_q;
-  f.tile_k = mask.shape.tile_k;
-  f.mask_heads = static_cast<int>(mask.shape.mask_heads);
-  f.num_q_tiles = static_cast<int>(mask.shape.num_q_tiles());
+  f.tile_q = dmask.tile_q();
+  f.tile_k = dmask.tile_k();
+  f.mask_heads = static_cast<int>(dmask.mask_heads());
+  f.num_q_tiles = static_cast<int>(dmask.num_q_tiles());
   f.item_ptr = dmask.item_ptr();
   f.item_tiles = dmask.item_tiles();
   f.item_members = dmask.item_members();

@@ -1,5 +1,6 @@
-// Device helpers shared by the flash kernels (flash_sm80.cu, flash_sm90.cu): packing, async copies,
-// the kept-key lookup and the output/LSE epilogue, so both kernels write results the same way.
+// Device helpers shared by the flash kernels (flash_sm80.cu, flash_sm90.cu): packing, async copies and the
+// output/LSE epilogue, so both kernels write results the same way. The mask semantics (which keys a row sees,
+// the kept-key lookup, empty rows, PV-skip) are spattn/mask_policy.hpp's, shared with the reference executor.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,6 +10,7 @@
 #include <type_traits>
 
 #include "flash.cuh"
+#include "spattn/mask_policy.hpp"
 #include "spattn/online_softmax.hpp"
 
 namespace spattn::cuda::detail {
@@ -39,13 +41,18 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/// Key index of position p in the row's concatenated kept-tile key list, or -1 past the list or `limit`.
-__device__ __forceinline__ int key_at(const std::int32_t* tiles, int count, int tile_k, int p, int limit) {
-  const int slot = p / tile_k;
-  if (slot >= count) return -1;
-  const int j = tiles[slot] * tile_k + (p - slot * tile_k);
-  return j < limit ? j : -1;
-}
+/// The keys query row i sees: [0, mask_policy::row_key_end(i)), exactly the keys j of
+/// mask_policy::row_sees(i, j, nq, nkv, causal), tested by one unsigned comparison (−1, "no key", wraps to
+/// the largest value). The kernels' per-element masking: the end is computed once per row, so the loop over
+/// a row's keys costs one compare per key (row_sees per key would also test j < nkv, which the compiler
+/// cannot drop for keys read from shared memory).
+struct VisibleKeys {
+  unsigned end = 0;  // default: sees no key
+  VisibleKeys() = default;
+  __device__ __forceinline__ VisibleKeys(int i, int nq, int nkv, bool causal)
+      : end(static_cast<unsigned>(mask_policy::row_key_end(i, nq, nkv, causal))) {}
+  __device__ __forceinline__ bool sees(int j) const { return static_cast<unsigned>(j) < end; }
+};
 
 /// Stores output elements (col, col + 1) of a row starting at element offset `orow`.
 __device__ __forceinline__ void store_pair(const FlashParams& p, std::int64_t orow, int col, float o0, float o1) {
@@ -58,12 +65,13 @@ __device__ __forceinline__ void store_pair(const FlashParams& p, std::int64_t or
   }
 }
 
-/// Row statistics after the last tile (one thread per row): the natural-log LSE (−∞ for an empty row) and
-/// the empty-row count.
+/// Row statistics after the last tile (one thread per row; m, l: the row's base-2 running max and softmax
+/// denominator): the natural-log LSE (−∞ for an empty row, mask_policy::empty_row) and the empty-row count.
 __device__ __forceinline__ void finish_row(const FlashParams& p, int b, int h, int i, float m, float l) {
+  const bool empty = mask_policy::empty_row(l);
   if (p.lse)
-    p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] = l > 0.0f ? (m + log2_det(l)) * kLn2 : -INFINITY;
-  if (!(l > 0.0f)) atomicAdd(p.empty_rows, 1);
+    p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] = empty ? -INFINITY : (m + log2_det(l)) * kLn2;
+  if (empty) atomicAdd(p.empty_rows, 1);
 }
 
 }  // namespace spattn::cuda::detail

@@ -1,4 +1,5 @@
 #include "device_common.cuh"
+#include "spattn/mask_policy.hpp"
 
 #include <cmath>
 
@@ -84,9 +85,9 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     tiles = p.tiles + p.row_ptr[mrow];
     count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
   }
-  const int offset = nkv - nq;
+  const bool causal = p.causal != 0;
   const int last_row = min(row0 + kBM, nq) - 1;
-  const int limit = p.causal ? min(last_row + offset + 1, nkv) : nkv;
+  const int limit = mask_policy::block_key_end(last_row, nq, nkv, causal);  // no row of the CTA sees a key past it
   const int positions = count * p.tile_k;
   const int chunks = (positions + kBN - 1) / kBN;
 
@@ -108,12 +109,12 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     T* dv = s_v + buf * kBN * D;
     for (int c = tid; c < kBN * kChunksPerRow; c += kThreads) {
       const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-      const int j = key_at(tiles, count, p.tile_k, chunk * kBN + r, limit);
+      const int j = mask_policy::key_at<int>(tiles, count, p.tile_k, chunk * kBN + r, limit);
       const bool ok = j >= 0;
       cp_async16(smem_addr(dk + swz<D>(r, col)), kg + (ok ? (off_kv + j) * p.k_sn + col : 0), ok ? 16 : 0);
       cp_async16(smem_addr(dv + swz<D>(r, col)), vg + (ok ? (off_kv + j) * p.v_sn + col : 0), ok ? 16 : 0);
     }
-    if (tid < kBN) s_key[buf * kBN + tid] = key_at(tiles, count, p.tile_k, chunk * kBN + tid, limit);
+    if (tid < kBN) s_key[buf * kBN + tid] = mask_policy::key_at<int>(tiles, count, p.tile_k, chunk * kBN + tid, limit);
     if constexpr (kMerged) {
       if (tid < kBN) {
         const int slot = (chunk * kBN + tid) / p.tile_k;
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int i = row0 + warp_row + mt * 16 + g + 8 * half;
+        const VisibleKeys row(row0 + warp_row + mt * 16 + g + 8 * half, nq, nkv, causal);  // mask_policy::row_sees
         float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
@@ -186,9 +187,9 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
             float x = s[mt][nt][2 * half + e] * p.scale_log2;
             if constexpr (kMerged) {  // also masked: keys this warp's own tile did not keep
               const int member = (warp_row + mt * 16) / p.tile_q;
-              if (j < 0 || (p.causal && j > i + offset) || !((mem[nt * 8 + 2 * t4 + e] >> member) & 1)) x = -INFINITY;
+              if (!row.sees(j) || !((mem[nt * 8 + 2 * t4 + e] >> member) & 1)) x = -INFINITY;
             } else {
-              if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
+              if (!row.sees(j)) x = -INFINITY;
             }
             s[mt][nt][2 * half + e] = x;
             mx = x > mx ? x : mx;
@@ -252,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int i = row0 + warp_row + mt * 16 + g + 8 * half;
       if (i >= nq) continue;
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const float inv = mask_policy::empty_row(l) ? 0.0f : 1.0f / l;
       const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)

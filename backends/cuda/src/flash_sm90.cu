@@ -1,23 +1,32 @@
 // Tile-sparse flash attention for Hopper (sm_90a): WGMMA tensor-core products fed by a producer warpgroup
 // through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
-// blocks (mask tile_q a multiple of 128) on compute capability 9.0.
+// blocks (mask tile_q a multiple of 128) on compute capability 9.0. Which keys a row sees, the block key end,
+// the kept-key lookup, the PV-skip vote and empty rows are spattn/mask_policy.hpp's, as in the reference.
 //
-// CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head.
-// - Warpgroup 0, the producer (56 registers after setmaxnreg): loads the item's Q block (cp.async), then walks
+// CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head. The pieces, in file order:
+// - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, mbarriers)
+//   and its addresses at run time; Smem::init_barriers.
+// - Scheduler: work-item decoding (load: DeviceTileMask::order entry and query head → WorkItem, the sequence,
+//   heads, mask row, block key end and chunk count) and the persistent snake order (item_of). Items run longest
+//   first inside each (batch, mask head), the query heads sharing a mask row next to each other (same K/V under
+//   GQA); one CTA per item, or a persistent grid for short launches (launch_kernel).
+// - Producer, warpgroup 0 (56 registers after setmaxnreg): per item load_q (cp.async), then load_chunk walks
 //   the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) 128 at a time: writes
 //   the chunk's 128 key indices, then fills a stage of a 3-deep mbarrier pipeline with those K and V rows —
-//   by TMA when they are 128 consecutive keys, or whole tiles of 8 … 64 keys with every key valid (one box per
-//   tile), and otherwise by a 16-byte cp.async gather with zero-fill (stripes, causal diagonal, ends), so every
-//   tile_k (1 … 128) runs full 128-key WGMMAs. Completion is signalled on the stage's K and V barriers (TMA
-//   transaction bytes, cp.async arrivals); the consumers fence the copies into the async proxy WGMMA reads.
-// - Warpgroups 1 and 2, the consumers (224 registers): 64 query rows each. Per chunk: S = Q·Kᵀ (WGMMA
-//   m64n128k16, both operands in shared memory), causal/past-the-end masking only where the chunk reaches past
-//   the warpgroup's first row, optional PV-skip (SpargeAttn), the core's base-2 online softmax (Exp2Fast) in
-//   registers, O += P·V (WGMMA with P from registers, V transposed from shared memory), then release the stage.
-//   The softmax of chunk j overlaps P·V of chunk j − 1, and the two warpgroups alternate GEMM turns.
-// Items run longest first inside each (batch, mask head) (DeviceTileMask::order), the query heads sharing a mask
-// row next to each other (same K/V under GQA); one CTA per item, or a persistent grid for short launches
-// (launch_kernel).
+//   load_tma when they are 128 consecutive keys, load_tma_fine for whole tiles of 8 … 64 keys with every key
+//   valid (one box per tile), and otherwise load_gather, a 16-byte cp.async gather with zero-fill (stripes,
+//   causal diagonal, ends), so every tile_k (1 … 128) runs full 128-key WGMMAs. Completion is signalled on the
+//   stage's K and V barriers (TMA transaction bytes, cp.async arrivals); the consumers fence the copies into
+//   the async proxy WGMMA reads.
+// - Consumer, warpgroups 1 and 2 (224 registers): 64 query rows each. Per chunk: issue_s (S = Q·Kᵀ, WGMMA
+//   m64n128k16, both operands in shared memory); softmax: causal/past-the-end masking only where the chunk
+//   reaches past the warpgroup's first row, optional PV-skip (SpargeAttn), the core's base-2 online softmax
+//   (Exp2Fast) in registers; pack_p; issue_pv (O += P·V, WGMMA with P from registers, V transposed from shared
+//   memory); then release the stage. run_item is the software pipeline: the softmax of chunk j overlaps P·V of
+//   chunk j − 1, and the two warpgroups alternate GEMM turns (ping-pong).
+// - epilogue: per row, normalise by the softmax denominator, store, finish_row (LSE, empty-row count).
+// - flash_sm90_kernel: barrier setup and the split into producer and consumers; then the host side (tensor
+//   maps, launch_kernel, launch_flash_sm90).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +35,7 @@
 
 #include "device_common.cuh"
 #include "sm90.cuh"
+#include "spattn/mask_policy.hpp"
 
 namespace spattn::cuda {
 namespace {
@@ -35,6 +45,9 @@ using namespace detail;
 constexpr int kBM = 128;  // query rows per CTA (2 consumer warpgroups × 64)
 constexpr int kBN = 128;  // keys per chunk
 constexpr int kThreads = 384;
+
+// ----------------------------------------------------------------------------------------------------------
+// Shared memory
 
 /// Shared-memory plan (byte offsets from a 1024-aligned base).
 template <int D, int kStages>
@@ -48,410 +61,561 @@ struct Plan {
   static constexpr int kBytes = kBars + (2 + 3 * kStages) * 8 + 1024;  // + slack to align the base
 };
 
+// The device pieces below exist in the sm_90a device pass only, the one where the kernel has a body.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+/// The plan at run time: shared-space addresses of the tiles and barriers, and the stages' key indices.
+/// Barriers: q_full (the item's Q has landed), k_full(s) / v_full(s) (stage s's K / V rows have landed; k_full
+/// also publishes the stage's key indices), empty(s) (the consumers are done with stage s) and q_empty (the
+/// consumers are done with the item's Q).
+template <int D, int kStages>
+struct Smem {
+  using P = Plan<D, kStages>;
+  std::uint32_t base;  // the plan's 1024-aligned base (shared state space)
+  int* key_base;       // kStages × kBN key indices (generic pointer)
+
+  __device__ __forceinline__ explicit Smem(unsigned char* raw)
+      : base((smem_addr(raw) + 1023u) & ~1023u),
+        key_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kKeys)) {}
+
+  __device__ __forceinline__ std::uint32_t q() const { return base + P::kQ; }
+  __device__ __forceinline__ std::uint32_t k(int s) const { return base + P::kK + s * P::kTile; }
+  __device__ __forceinline__ std::uint32_t v(int s) const { return base + P::kV + s * P::kTile; }
+  __device__ __forceinline__ int* keys(int s) const { return key_base + s * kBN; }
+  __device__ __forceinline__ std::uint32_t q_full() const { return base + P::kBars; }
+  __device__ __forceinline__ std::uint32_t k_full(int s) const { return base + P::kBars + 8u * (1 + s); }
+  __device__ __forceinline__ std::uint32_t v_full(int s) const { return base + P::kBars + 8u * (1 + kStages + s); }
+  __device__ __forceinline__ std::uint32_t empty(int s) const { return base + P::kBars + 8u * (1 + 2 * kStages + s); }
+  __device__ __forceinline__ std::uint32_t q_empty() const { return base + P::kBars + 8u * (1 + 3 * kStages); }
+
+  /// One thread, before the CTA's first __syncthreads.
+  __device__ __forceinline__ void init_barriers() const {
+    mbar_init(q_full(), 128);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full(s), 256);  // per producer thread: a release arrive (keys) and its copies' arrive
+      mbar_init(v_full(s), 128);
+      mbar_init(empty(s), 8);  // one arrival per consumer warp
+    }
+    mbar_init(q_empty(), 8);  // the consumer warps are done with the item's Q
+  }
+};
+
+// ----------------------------------------------------------------------------------------------------------
+// Scheduler
+
+/// One work item: a 128-row query block of one query head, with its mask row.
+struct WorkItem {
+  int b, h, hkv;               // sequence of the batch, query head, its KV head
+  int row0;                    // first query row of the block
+  int nq, nkv;                 // the sequence's query and key lengths
+  std::int64_t off_q, off_kv;  // the sequence's first row in packed (variable-length) Q/O and K/V, else 0
+  const std::int32_t* tiles;   // the mask row's kept key tiles (ascending)
+  int count;                   // and their number
+  int limit;                   // block key end: no row of the block sees a key at or past it
+  int chunks;                  // kBN-key chunks of the kept key positions (count · tile_k)
+};
+
+/// The launch's work items: entry w / group of DeviceTileMask::order (a 128-row block of (b, mask head)), for
+/// query head w % group of the `group` query heads that share that mask head (adjacent: GQA's K/V reuse).
+/// Persistent CTAs, one per SM, each run a sequence of them (item_of).
+struct Scheduler {
+  const FlashParams& p;
+  int group;  // query heads per mask head
+  int total;  // work items
+
+  __device__ __forceinline__ explicit Scheduler(const FlashParams& params)
+      : p(params), group(params.heads_q / params.mask_heads), total(params.order_size * group) {}
+
+  /// This CTA's n-th work item (none when >= total). Round n of the grid takes items n·grid … n·grid + grid − 1,
+  /// CTA i the i-th of them in even rounds and the (grid − 1 − i)-th in odd ones: a snake over the longest-first
+  /// order, so no CTA gets the longest item of every round.
+  __device__ __forceinline__ int item_of(int n) const {
+    const int i = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
+    return n * g + ((n & 1) ? g - 1 - i : i);
+  }
+
+  __device__ __forceinline__ WorkItem load(int w) const {
+    WorkItem it;
+    const int item = p.order[w / group];
+    const int blk = item % p.order_blocks;
+    const int mh = (item / p.order_blocks) % p.mask_heads;
+    it.b = item / p.order_blocks / p.mask_heads;
+    it.h = mh * group + w % group;
+    it.hkv = it.h / (p.heads_q / p.heads_kv);
+    it.row0 = blk * kBM;
+    it.nq = p.cu_q ? static_cast<int>(p.cu_q[it.b + 1] - p.cu_q[it.b]) : p.seqlen_q;
+    it.nkv = p.cu_kv ? static_cast<int>(p.cu_kv[it.b + 1] - p.cu_kv[it.b]) : p.seqlen_kv;
+    it.off_q = p.cu_q ? p.cu_q[it.b] : 0;
+    it.off_kv = p.cu_kv ? p.cu_kv[it.b] : 0;
+    const std::int64_t mrow = (static_cast<std::int64_t>(it.b) * p.mask_heads + mh) * p.num_q_tiles + it.row0 / p.tile_q;
+    it.tiles = p.tiles + p.row_ptr[mrow];
+    it.count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+    const int last_row = min(it.row0 + kBM, it.nq) - 1;
+    it.limit = mask_policy::block_key_end(last_row, it.nq, it.nkv, p.causal != 0);
+    it.chunks = (it.count * p.tile_k + kBN - 1) / kBN;
+    return it;
+  }
+};
+
+// ----------------------------------------------------------------------------------------------------------
+// Producer (warpgroup 0)
+
+/// Loads each item's Q block, then its K/V chunks into the stages of the pipeline. Thread t copies the
+/// 16-byte chunk c of rows r_first, r_first + kRowStep, … of every tile it fills by cp.async.
+template <class T, int D, int kStages, bool kTma>
+struct Producer {
+  using P = Plan<D, kStages>;
+  static constexpr int kCols = D / 8;           // 16-byte chunks per row
+  static constexpr int kRowStep = 128 / kCols;  // rows covered by one pass of the warpgroup
+
+  const FlashParams& p;
+  const Smem<D, kStages>& sm;
+  const CUtensorMap& tma_k;       // 128-row boxes
+  const CUtensorMap& tma_v;
+  const CUtensorMap& tma_k_fine;  // tma_fine_rows-row boxes
+  const CUtensorMap& tma_v_fine;
+  int t, c, r_first;
+  int k_sn, v_sn;  // < 2^31 (checked on the host)
+
+  __device__ __forceinline__ Producer(const FlashParams& params, const Smem<D, kStages>& smem, const CUtensorMap& k_map,
+                                      const CUtensorMap& v_map, const CUtensorMap& k_fine, const CUtensorMap& v_fine)
+      : p(params), sm(smem), tma_k(k_map), tma_v(v_map), tma_k_fine(k_fine), tma_v_fine(v_fine),
+        t(static_cast<int>(threadIdx.x)), c(t % kCols), r_first(t / kCols), k_sn(static_cast<int>(params.k_sn)),
+        v_sn(static_cast<int>(params.v_sn)) {}
+
+  __device__ __forceinline__ void run(const Scheduler& sched) {
+    int it = 0;  // chunks loaded over all items: stage it % kStages, phase (it / kStages) & 1
+    for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
+      const WorkItem item = sched.load(w);
+      load_q(item, n);
+      const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : item.b * p.k_sb) + item.hkv * p.k_sh + item.off_kv * p.k_sn + c * 8;
+      const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : item.b * p.v_sb) + item.hkv * p.v_sh + item.off_kv * p.v_sn + c * 8;
+      for (int chunk = 0; chunk < item.chunks; ++chunk, ++it) load_chunk(item, chunk, it, kg, vg);
+    }
+    cp_async_wait<0>();  // nothing left in flight when the producer exits
+  }
+
+  /// The item's Q block (n: the CTA's item number), once the consumers are done with the previous one's.
+  __device__ __forceinline__ void load_q(const WorkItem& item, int n) {
+    const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : item.b * p.q_sb) + item.h * p.q_sh + c * 8;
+    mbar_wait(sm.q_empty(), (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
+#pragma unroll 4
+    for (int r = r_first; r < kBM; r += kRowStep) {
+      const bool ok = item.row0 + r < item.nq;
+      cp_async16(sm.q() + swizzled_offset(kBM, r, c), qg + (ok ? (item.off_q + item.row0 + r) * p.q_sn : 0), ok ? 16 : 0);
+    }
+    cp_async_mbar_arrive(sm.q_full());  // no wait: the first K/V chunk's loads follow right behind Q's
+  }
+
+  /// Chunk `chunk` of the item into stage it % kStages: its key indices, then its K and V rows by the
+  /// cheapest path that applies. kg / vg: this thread's column of the item's K / V head.
+  __device__ __forceinline__ void load_chunk(const WorkItem& item, int chunk, int it, const T* kg, const T* vg) {
+    const int s = it % kStages;
+    mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
+    int* keys = sm.keys(s);
+    keys[t] = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
+    producer_sync();
+    const int j0 = keys[0];
+    if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) load_tma(item, s, j0);
+    else if (kTma && p.tma_fine_rows > 0 && keys[kBN - 1] >= 0) load_tma_fine(item, s, keys);
+    else load_gather(s, keys, kg, vg);
+  }
+
+  /// The stage's K and V barriers for a TMA-loaded chunk: this thread's release arrive (keys) and copy arrivals.
+  __device__ __forceinline__ void arrive_tma(int s) const {
+    mbar_arrive(sm.k_full(s));
+    cp_async_mbar_arrive(sm.k_full(s));
+    cp_async_mbar_arrive(sm.v_full(s));
+  }
+
+  /// 128 consecutive keys from j0 (keys ascend strictly): D/64 TMA boxes of 128 rows × 64 columns each for K
+  /// and V, swizzled by the copy engine exactly like the cp.async gather.
+  __device__ __forceinline__ void load_tma(const WorkItem& item, int s, int j0) {
+    if (t == 0) {
+      const int row = static_cast<int>(item.off_kv) + j0, bb = p.cu_kv ? 0 : item.b;
+      mbar_expect_tx(sm.k_full(s), kBN * D * 2);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        tma_load_4d(sm.k(s) + cb * kBN * 128, &tma_k, cb * 64, row, item.hkv, bb, sm.k_full(s));
+      mbar_expect_tx(sm.v_full(s), kBN * D * 2);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+        tma_load_4d(sm.v(s) + cb * kBN * 128, &tma_v, cb * 64, row, item.hkv, bb, sm.v_full(s));
+    }
+    arrive_tma(s);
+  }
+
+  /// Every key of the chunk valid, tiles of tile_k = tma_fine_rows (8 … 64) keys: one TMA box of tile_k rows
+  /// per tile, column block and tensor, issued by one lane per tile of warp 0.
+  __device__ __forceinline__ void load_tma_fine(const WorkItem& item, int s, const int* keys) {
+    if (t < 32) {
+      const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
+      if (t == 0) {
+        mbar_expect_tx(sm.k_full(s), kBN * D * 2);
+        mbar_expect_tx(sm.v_full(s), kBN * D * 2);
+      }
+      __syncwarp();
+      if (t < tiles_here) {
+        const int row = static_cast<int>(item.off_kv) + keys[t * rows], bb = p.cu_kv ? 0 : item.b;
+#pragma unroll
+        for (int cb = 0; cb < D / 64; ++cb) {
+          const std::uint32_t at = s * P::kTile + cb * kBN * 128 + t * rows * 128;
+          tma_load_4d(sm.base + P::kK + at, &tma_k_fine, cb * 64, row, item.hkv, bb, sm.k_full(s));
+          tma_load_4d(sm.base + P::kV + at, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
+        }
+      }
+    }
+    arrive_tma(s);
+  }
+
+  /// Any chunk (stripes, the causal diagonal, the end of the list): 16-byte cp.async copies of the keys' rows,
+  /// zero-filled for the −1 entries. This thread copies chunk c of rows r_first + kRowStep·i: their swizzled
+  /// destinations are dst0 + i·kRowStep·128 (r % 8 is the same for all of them).
+  __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg) {
+    const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
+    const std::uint32_t k_dst = sm.k(s) + dst0, v_dst = sm.v(s) + dst0;
+#pragma unroll
+    for (int i = 0; i < kBN / kRowStep; ++i) {
+      const int j = keys[r_first + i * kRowStep];
+      cp_async16(k_dst + i * kRowStep * 128, kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? 16 : 0);
+    }
+    mbar_arrive(sm.k_full(s));           // publishes keys[t] (release)
+    cp_async_mbar_arrive(sm.k_full(s));  // completes when this thread's K copies have landed
+#pragma unroll
+    for (int i = 0; i < kBN / kRowStep; ++i) {
+      const int j = keys[r_first + i * kRowStep];
+      cp_async16(v_dst + i * kRowStep * 128, vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? 16 : 0);
+    }
+    cp_async_mbar_arrive(sm.v_full(s));
+  }
+};
+
+// ----------------------------------------------------------------------------------------------------------
+// Epilogue
+
+/// One consumer thread's two rows (first_row and first_row + 8, with the quad's other three threads):
+/// reduces l over the quad, normalises and stores the output (rows past the sequence are not written), and
+/// records the row statistics (finish_row).
+template <int D>
+__device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& item, int first_row, int t4,
+                                         const float (&acc_o)[D / 2], const float (&m_run)[2], const float (&l_run)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_run[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int i = first_row + 8 * half;
+    if (i >= item.nq) continue;
+    const float inv = mask_policy::empty_row(l) ? 0.0f : 1.0f / l;
+    const std::int64_t orow = (p.cu_q ? 0 : item.b * p.o_sb) + item.h * p.o_sh + (item.off_q + i) * p.o_sn;
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+      store_pair(p, orow, dt * 8 + 2 * t4, acc_o[4 * dt + 2 * half] * inv, acc_o[4 * dt + 2 * half + 1] * inv);
+    if (t4 == 0) finish_row(p, item.b, item.h, i, m_run[half], l);
+  }
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// Consumers (warpgroups 1 and 2)
+
+/// One consumer thread: 64 query rows per warpgroup (rows g and g + 8 of its warp's 16, in the m64nN
+/// accumulator layout), the online-softmax state and the output accumulators of the current item.
+template <class T, int D, int kStages, bool kPingpong, bool kPvSkip>
+struct Consumer {
+  using P = Plan<D, kStages>;
+  static constexpr bool kHalf = std::is_same_v<T, __half>;
+
+  const FlashParams& p;
+  const Smem<D, kStages>& sm;
+  int cw, tw, warp, lane, g, t4;  // warpgroup (0, 1), thread in it, warp in it, lane, row and column in the quad
+  std::uint32_t q_base;           // this warpgroup's 64 rows of the Q block
+  int wg_row0 = 0;                // first query row of this warpgroup in the current item
+  VisibleKeys wg_keys;            // the keys that row sees
+  VisibleKeys row_keys[2];        // the keys this thread's rows (g and g + 8 of its warp's 16) see
+  float acc_o[D / 2];
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
+  float acc_s[64];                // S of the current chunk, then its weights
+  std::uint32_t pf[kBN / 16][4];  // P of the previous chunk (A fragments of P·V), in flight with S
+  // PV-skip state: the threshold of this head, the first tile slot that may not be skipped (visited tiles —
+  // those with a key before the block key end — minus the exempt last ones), this thread's share of the count.
+  float pv_thr = 0.0f;
+  int pv_skippable = 0;
+  unsigned long long pv_count = 0, pv_leader = 0;
+  bool skip_pv = false;  // PV-skip: the previous chunk's P is all zero for this warpgroup
+
+  __device__ __forceinline__ Consumer(const FlashParams& params, const Smem<D, kStages>& smem)
+      : p(params), sm(smem) {
+    const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
+    cw = wg - 1, tw = tid - 128 * wg, warp = tw / 32, lane = tw % 32, g = lane / 4, t4 = lane % 4;
+    q_base = sm.q() + cw * 64 * 128;
+  }
+
+  // Ping-pong (FlashAttention-3): the two warpgroups take turns issuing their GEMMs, so one's softmax runs
+  // while the other's GEMMs use the tensor cores. Named barrier 2 + cw is "warpgroup cw may issue"; the
+  // other warpgroup arrives on it after issuing its own. Warpgroup 0 goes first; both run the same number
+  // of turns per item, so the alternation carries over from item to item.
+  __device__ __forceinline__ void run(const Scheduler& sched) {
+    if (kPingpong && cw == 1) named_arrive(2, 256);
+    int it = 0;  // chunks consumed over all items
+    for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
+      const WorkItem item = sched.load(w);
+      start_item(item);
+      run_item(item, n, it);
+      epilogue<D>(p, item, wg_row0 + warp * 16 + g, t4, acc_o, m_run, l_run);
+      it += item.chunks;
+    }
+    if (kPvSkip && pv_count > 0) atomicAdd(p.pv_skipped, pv_count);
+  }
+
+  /// Per item: the keys the warpgroup's first row and this thread's two rows see (mask_policy::row_key_end,
+  /// once per item rather than per chunk), the softmax state and accumulators reset; PV-skip: the vote
+  /// leader, threshold and skippable tiles.
+  __device__ __forceinline__ void start_item(const WorkItem& item) {
+    wg_row0 = item.row0 + 64 * cw;
+    wg_keys = VisibleKeys(wg_row0, item.nq, item.nkv, p.causal != 0);
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      row_keys[half] = VisibleKeys(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+    m_run[0] = m_run[1] = -INFINITY;
+    l_run[0] = l_run[1] = 0.0f;
+    skip_pv = false;
+    if constexpr (kPvSkip) {
+      // One thread counts for its vote group, and only groups with a real row exist (a warp or warpgroup of
+      // padding rows past the sequence votes "skip" but is not in the reference's groups).
+      pv_leader = p.pv_vote == 16   ? (lane == 0 && wg_row0 + warp * 16 < item.nq)
+                  : p.pv_vote == 64 ? (tw == 0 && wg_row0 < item.nq)
+                                    : (tw == 0 && cw == 0);
+      pv_thr = p.pv_thr[item.h];
+      pv_skippable = mask_policy::pv_skippable_tiles(
+          mask_policy::visited_tiles(item.tiles, item.count, p.tile_k, item.limit), p.pv_exempt);
+    }
+  }
+
+  /// Software pipeline (FlashAttention-3's intra-warpgroup overlap) over the item's chunks, it: the chunks
+  /// consumed before this item (stage it % kStages, phase (it / kStages) & 1), n: the CTA's item number. While
+  /// P_{j-1}·V_{j-1} runs on the tensor cores, this warpgroup computes the softmax of S_j. Q is released to the
+  /// producer (next item) as soon as the item's last Q·Kᵀ is done.
+  __device__ __forceinline__ void run_item(const WorkItem& item, int n, int it) {
+    const int chunks = item.chunks;
+    mbar_wait(sm.q_full(), n & 1);
+    fence_async_shared();
+    if (chunks == 0 && lane == 0) mbar_arrive(sm.q_empty());
+    if (chunks > 0) {
+      float alpha[2];
+      wait_full(sm.k_full(it % kStages), it);
+      wgmma_fence();
+      issue_s(it % kStages);
+      wgmma_wait<0>();
+      if (chunks == 1 && lane == 0) mbar_arrive(sm.q_empty());
+      skip_pv = softmax(item, it % kStages, 0, alpha);
+      pack_p();
+    }
+    for (int chunk = 1; chunk < chunks; ++chunk) {
+      const int gi = it + chunk, s = gi % kStages, prev = (gi - 1) % kStages;
+      float alpha[2];
+      wait_full(sm.k_full(s), gi);
+      if (kPingpong) named_sync(2 + cw, 256);
+      wgmma_fence();
+      issue_s(s);
+      wait_full(sm.v_full(prev), gi - 1);
+      wgmma_fence();
+      issue_pv(prev);
+      if (kPingpong) named_arrive(2 + (cw ^ 1), 256);
+      wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
+      if (chunk == chunks - 1 && lane == 0) mbar_arrive(sm.q_empty());
+      const bool skip_next = softmax(item, s, chunk, alpha);
+      wgmma_wait<0>();
+      skip_pv = skip_next;
+      if (lane == 0) mbar_arrive(sm.empty(prev));
+      rescale_o(alpha);
+      pack_p();
+    }
+    if (chunks > 0) {
+      const int gi = it + chunks - 1, last = gi % kStages;
+      wait_full(sm.v_full(last), gi);
+      wgmma_fence();
+      issue_pv(last);
+      wgmma_wait<0>();
+      if (lane == 0) mbar_arrive(sm.empty(last));
+    }
+  }
+
+  /// Waits for a stage barrier of global chunk gi (chunk index over all items).
+  __device__ __forceinline__ void wait_full(std::uint32_t bar, int gi) const {
+    mbar_wait(bar, (gi / kStages) & 1);
+    fence_async_shared();  // the cp.async writes (generic proxy) before WGMMA reads them (async proxy)
+  }
+
+  /// S = Q·Kᵀ for the chunk in stage s: 64 rows × 128 keys, D/16 k16 steps (32 bytes each inside the
+  /// 128-byte swizzled rows, then the next 64-column block).
+  __device__ __forceinline__ void issue_s(int s) {
+    const std::uint32_t k_base = sm.k(s);
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const std::uint32_t col = (ks % 4) * 32u;
+      wgmma_ss_n128<kHalf>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
+                           smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+  }
+
+  /// O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 columns of D).
+  __device__ __forceinline__ void issue_pv(int s) {
+    const std::uint32_t v_base = sm.v(s);
+    if (!(kPvSkip && skip_pv))
+#pragma unroll
+      for (int kk = 0; kk < kBN / 16; ++kk)
+        wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
+    wgmma_commit();
+  }
+
+  /// Online softmax of acc_s (raw scores) for the chunk in stage s: masks the keys a row does not see
+  /// (mask_policy::row_sees, tested as VisibleKeys: past the end or, if causal, past the row); folds the chunk
+  /// into (m, l) and leaves the weights 2^(x·scale − m) in acc_s. Returns the factor for O per row half. Same
+  /// function as softmax_rescale/softmax_weight with Exp2Fast: the max is taken on raw scores (scaling is
+  /// monotonic), and a row whose max is still −∞ uses 0 so masked scores give 2^−∞ = 0.
+  ///
+  /// PV-skip (kPvSkip, SpargeAttn Stage 2 as the reference executor defines it): the chunk's key tiles
+  /// (1 of 128 or 2 of 64 keys) are decided in order; a vote group (16 rows: a warp, 64: this warpgroup,
+  /// 128: the CTA) skips a tile when each of its rows votes mask_policy::pv_row_votes_skip, (tile max −
+  /// running max) < −threshold, the max including the tiles before it in the chunk that were not skipped. A
+  /// skipped tile's scores become −∞: no max update, no weight, nothing added by P·V. The last pv_exempt
+  /// visited tiles are never skipped (pv_skippable). Returns true when this warpgroup skipped every tile of
+  /// the chunk (only used for votes of ≥ 64 rows).
+  __device__ __forceinline__ bool softmax(const WorkItem& item, int s, int chunk, float (&alpha)[2]) {
+    const int* keys = sm.keys(s);
+    // Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
+    // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk.
+    const bool need_mask = !wg_keys.sees(keys[kBN - 1]);
+    float mx[2], tm[2][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      tm[half][0] = tm[half][1] = -INFINITY;  // PV-skip: the maxima of the chunk's two 64-key halves
+      mx[half] = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = acc_s[4 * nt + 2 * half + e];
+          if (need_mask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
+          if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
+          else mx[half] = fmaxf(mx[half], x);
+        }
+      if constexpr (kPvSkip) {
+#pragma unroll
+        for (int t2 = 0; t2 < 2; ++t2) {
+          tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 1));
+          tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 2));
+        }
+        mx[half] = fmaxf(tm[half][0], tm[half][1]);
+      } else {
+        mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
+        mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
+      }
+    }
+    float m_new[2] = {fmaxf(mx[0] * p.scale_log2, m_run[0]), fmaxf(mx[1] * p.scale_log2, m_run[1])};
+    bool all_skipped = false;
+    if constexpr (kPvSkip) {
+      const int per = kBN / p.tile_k;  // tiles in a chunk: 1 (tile_k = 128) or 2 (64)
+      if (per == 1) tm[0][0] = mx[0], tm[1][0] = mx[1];
+      float m_cur[2] = {m_run[0], m_run[1]};
+      bool skip_t[2] = {false, false};
+      all_skipped = true;
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {
+        if (tt >= per) break;
+        if (chunk * per + tt < pv_skippable) {  // uniform over the CTA
+          // Rows past the sequence (padding of the last block) agree, as they are not in the reference's group.
+          const int i0 = wg_row0 + warp * 16 + g;
+          const bool mine =
+              (i0 >= item.nq || mask_policy::pv_row_votes_skip(tm[0][tt] * p.scale_log2, m_cur[0], pv_thr)) &&
+              (i0 + 8 >= item.nq || mask_policy::pv_row_votes_skip(tm[1][tt] * p.scale_log2, m_cur[1], pv_thr));
+          skip_t[tt] = p.pv_vote == 16    ? __all_sync(0xffffffffu, mine)
+                       : p.pv_vote == 64 ? bar_red_and(4 + cw, 128, mine)
+                                         : bar_red_and(6, 256, mine);
+        }
+        if (skip_t[tt]) {
+          pv_count += pv_leader;
+        } else {
+          all_skipped = false;
+          m_cur[0] = fmaxf(m_cur[0], tm[0][tt] * p.scale_log2);
+          m_cur[1] = fmaxf(m_cur[1], tm[1][tt] * p.scale_log2);
+        }
+      }
+      m_new[0] = m_cur[0], m_new[1] = m_cur[1];
+      if (skip_t[0] || skip_t[1])
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+          if (per == 1 || nt < 8 ? skip_t[0] : skip_t[1])
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc_s[4 * nt + r] = -INFINITY;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      alpha[half] = softmax_rescale(m_run[half], m_new[half], Exp2Fast{});
+      const float m_use = m_new[half] == -INFINITY ? 0.0f : m_new[half];
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = acc_s[4 * nt + 2 * half + e];
+          x = exp2_fast(x * p.scale_log2 - m_use);
+          sum += x;
+        }
+      l_run[half] = fma_f32(l_run[half], alpha[half], sum);
+      m_run[half] = m_new[half];
+    }
+    return kPvSkip && all_skipped && p.pv_vote >= 64;
+  }
+
+  /// The weights in acc_s rounded to T: the A fragments of the next P·V.
+  __device__ __forceinline__ void pack_p() {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
+  }
+
+  /// O *= alpha per row half (the running max moved).
+  __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) {
+      acc_o[4 * dt] *= alpha[0];
+      acc_o[4 * dt + 1] *= alpha[0];
+      acc_o[4 * dt + 2] *= alpha[1];
+      acc_o[4 * dt + 3] *= alpha[1];
+    }
+  }
+};
+
+#endif  // sm_90a device pass
+
+// ----------------------------------------------------------------------------------------------------------
+// Kernel
+
 template <class T, int D, int kStages, bool kPingpong, bool kTma, bool kPvSkip>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
                       const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_k_fine,
                       const __grid_constant__ CUtensorMap tma_v_fine) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using P = Plan<D, kStages>;
   extern __shared__ unsigned char smem_raw[];
-  const std::uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  int* s_keys = reinterpret_cast<int*>(smem_raw + (base - smem_addr(smem_raw)) + P::kKeys);
-  const std::uint32_t q_full = base + P::kBars;
-  auto k_full = [&](int s) { return base + P::kBars + 8u * (1 + s); };
-  auto v_full = [&](int s) { return base + P::kBars + 8u * (1 + kStages + s); };
-  auto empty = [&](int s) { return base + P::kBars + 8u * (1 + 2 * kStages + s); };
-
-  // Persistent CTAs, one per SM, each running a sequence of work items (item_of below). A work item is a 128-row
-  // block of (b, mask head) and one of the query heads that share that mask head (adjacent: GQA's K/V reuse).
-  const int group = p.heads_q / p.mask_heads;
-  const int total = p.order_size * group;
-  int b = 0, h = 0, hkv = 0, row0 = 0, nq = 0, nkv = 0, count = 0, offset = 0, limit = 0, chunks = 0;
-  std::int64_t off_q = 0, off_kv = 0;
-  const std::int32_t* tiles = nullptr;
-  auto load_item = [&](int w) {
-    const int item = p.order[w / group];
-    const int blk = item % p.order_blocks;
-    const int mh = (item / p.order_blocks) % p.mask_heads;
-    b = item / p.order_blocks / p.mask_heads;
-    h = mh * group + w % group;
-    hkv = h / (p.heads_q / p.heads_kv);
-    row0 = blk * kBM;
-    nq = p.cu_q ? static_cast<int>(p.cu_q[b + 1] - p.cu_q[b]) : p.seqlen_q;
-    nkv = p.cu_kv ? static_cast<int>(p.cu_kv[b + 1] - p.cu_kv[b]) : p.seqlen_kv;
-    off_q = p.cu_q ? p.cu_q[b] : 0;
-    off_kv = p.cu_kv ? p.cu_kv[b] : 0;
-    const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + row0 / p.tile_q;
-    tiles = p.tiles + p.row_ptr[mrow];
-    count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
-    offset = nkv - nq;
-    const int last_row = min(row0 + kBM, nq) - 1;
-    limit = p.causal ? min(last_row + offset + 1, nkv) : nkv;
-    chunks = (count * p.tile_k + kBN - 1) / kBN;
-  };
-  // Round n of the grid takes items n·grid … n·grid + grid − 1, CTA i the i-th of them in even rounds and the
-  // (grid − 1 − i)-th in odd ones: a snake over the longest-first order, so no CTA gets the longest item of
-  // every round.
-  auto item_of = [&](int n) {
-    const int i = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
-    return n * g + ((n & 1) ? g - 1 - i : i);
-  };
-  const std::uint32_t q_empty = base + P::kBars + 8u * (1 + 3 * kStages);
-
-  const int tid = threadIdx.x, wg = tid / 128;
-  if (tid == 0) {
-    mbar_init(q_full, 128);
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(k_full(s), 256);  // per producer thread: a release arrive (keys) and its copies' arrive
-      mbar_init(v_full(s), 128);
-      mbar_init(empty(s), 8);  // one arrival per consumer warp
-    }
-    mbar_init(q_empty, 8);  // the consumer warps are done with the item's Q
-  }
+  const Smem<D, kStages> sm(smem_raw);
+  const Scheduler sched(p);
+  if (threadIdx.x == 0) sm.init_barriers();
   __syncthreads();
 
-  if (wg == 0) {
-    // ---------------- producer ----------------
+  if (threadIdx.x / 128 == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
-    const int t = tid;
-    constexpr int kCols = D / 8;            // 16-byte chunks per row
-    constexpr int kRowStep = 128 / kCols;   // rows covered by one pass of the warpgroup
-    const int c = t % kCols, r_first = t / kCols;
-    const int k_sn = static_cast<int>(p.k_sn), v_sn = static_cast<int>(p.v_sn);  // < 2^31 (checked on the host)
-    int it = 0;  // chunks loaded over all items: stage it % kStages, phase (it / kStages) & 1
-    for (int n = 0, w = item_of(0); w < total; w = item_of(++n)) {
-    load_item(w);
-    const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : b * p.q_sb) + h * p.q_sh + c * 8;
-    const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : b * p.k_sb) + hkv * p.k_sh + off_kv * p.k_sn + c * 8;
-    const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh + off_kv * p.v_sn + c * 8;
-    mbar_wait(q_empty, (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
-#pragma unroll 4
-    for (int r = r_first; r < kBM; r += kRowStep) {
-      const bool ok = row0 + r < nq;
-      cp_async16(base + P::kQ + swizzled_offset(kBM, r, c), qg + (ok ? (off_q + row0 + r) * p.q_sn : 0), ok ? 16 : 0);
-    }
-    cp_async_mbar_arrive(q_full);  // no wait: the first K/V chunk's loads follow right behind Q's
-
-    for (int chunk = 0; chunk < chunks; ++chunk, ++it) {
-      const int s = it % kStages;
-      mbar_wait(empty(s), ((it / kStages) & 1) ^ 1);
-      int* keys = s_keys + s * kBN;
-      keys[t] = key_at(tiles, count, p.tile_k, chunk * kBN + t, limit);
-      producer_sync();
-      const int j0 = keys[0];
-      if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) {
-        // 128 consecutive keys (keys ascend strictly): D/64 TMA boxes of 128 rows × 64 columns each for K and V,
-        // swizzled by the copy engine exactly like the cp.async path below.
-        if (t == 0) {
-          const int row = static_cast<int>(off_kv) + j0, bb = p.cu_kv ? 0 : b;
-          mbar_expect_tx(k_full(s), kBN * D * 2);
-#pragma unroll
-          for (int cb = 0; cb < D / 64; ++cb)
-            tma_load_4d(base + P::kK + s * P::kTile + cb * kBN * 128, &tma_k, cb * 64, row, hkv, bb, k_full(s));
-          mbar_expect_tx(v_full(s), kBN * D * 2);
-#pragma unroll
-          for (int cb = 0; cb < D / 64; ++cb)
-            tma_load_4d(base + P::kV + s * P::kTile + cb * kBN * 128, &tma_v, cb * 64, row, hkv, bb, v_full(s));
-        }
-        mbar_arrive(k_full(s));
-        cp_async_mbar_arrive(k_full(s));
-        cp_async_mbar_arrive(v_full(s));
-        continue;
-      }
-      if (kTma && p.tma_fine_rows > 0 && keys[kBN - 1] >= 0) {
-        // Every key of the chunk valid, tiles of tile_k = tma_fine_rows (8 … 64) keys: one TMA box of
-        // tile_k rows per tile, column block and tensor, issued by one lane per tile of warp 0.
-        if (t < 32) {
-          const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
-          if (t == 0) {
-            mbar_expect_tx(k_full(s), kBN * D * 2);
-            mbar_expect_tx(v_full(s), kBN * D * 2);
-          }
-          __syncwarp();
-          if (t < tiles_here) {
-            const int row = static_cast<int>(off_kv) + keys[t * rows], bb = p.cu_kv ? 0 : b;
-#pragma unroll
-            for (int cb = 0; cb < D / 64; ++cb) {
-              const std::uint32_t at = s * P::kTile + cb * kBN * 128 + t * rows * 128;
-              tma_load_4d(base + P::kK + at, &tma_k_fine, cb * 64, row, hkv, bb, k_full(s));
-              tma_load_4d(base + P::kV + at, &tma_v_fine, cb * 64, row, hkv, bb, v_full(s));
-            }
-          }
-        }
-        mbar_arrive(k_full(s));
-        cp_async_mbar_arrive(k_full(s));
-        cp_async_mbar_arrive(v_full(s));
-        continue;
-      }
-      // This thread copies 16-byte chunk c of rows r_first + kRowStep·i: their swizzled destinations are
-      // dst0 + i·kRowStep·128 (r % 8 is the same for all of them).
-      const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
-      const std::uint32_t k_dst = base + P::kK + s * P::kTile + dst0, v_dst = base + P::kV + s * P::kTile + dst0;
-#pragma unroll
-      for (int i = 0; i < kBN / kRowStep; ++i) {
-        const int j = keys[r_first + i * kRowStep];
-        cp_async16(k_dst + i * kRowStep * 128, kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? 16 : 0);
-      }
-      mbar_arrive(k_full(s));           // publishes keys[t] (release)
-      cp_async_mbar_arrive(k_full(s));  // completes when this thread's K copies have landed
-#pragma unroll
-      for (int i = 0; i < kBN / kRowStep; ++i) {
-        const int j = keys[r_first + i * kRowStep];
-        cp_async16(v_dst + i * kRowStep * 128, vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? 16 : 0);
-      }
-      cp_async_mbar_arrive(v_full(s));
-    }
-    }
-    cp_async_wait<0>();  // nothing left in flight when the producer exits
+    Producer<T, D, kStages, kTma> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
+    producer.run(sched);
   } else {
-    // ---------------- consumers ----------------
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
-    constexpr bool kHalf = std::is_same_v<T, __half>;
-    const int cw = wg - 1, tw = tid - 128 * wg, warp = tw / 32, lane = tw % 32, g = lane / 4, t4 = lane % 4;
-    int wg_row0 = 0;  // first query row of this warpgroup in the current item
-    float acc_o[D / 2];
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
-    const std::uint32_t q_base = base + P::kQ + cw * 64 * 128;
-    // PV-skip state: the threshold of this head, the first tile slot that may not be skipped (visited tiles —
-    // those with a key before `limit` — minus the exempt last ones), this thread's share of the count.
-    float pv_thr = 0.0f;
-    int pv_skippable = 0;
-    unsigned long long pv_count = 0, pv_leader = 0;
-    bool skip_pv = false;            // PV-skip: the previous chunk's P is all zero for this warpgroup
-    float acc_s[64];                 // S of the current chunk, then its weights
-    std::uint32_t pf[kBN / 16][4];   // P of the previous chunk (A fragments of P·V), in flight with S
-
-    // S = Q·Kᵀ for the chunk in stage s: 64 rows × 128 keys, D/16 k16 steps (32 bytes each inside the
-    // 128-byte swizzled rows, then the next 64-column block).
-    auto issue_s = [&](int s) {
-      const std::uint32_t k_base = base + P::kK + s * P::kTile;
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        const std::uint32_t col = (ks % 4) * 32u;
-        wgmma_ss_n128<kHalf>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
-                             smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
-      }
-      wgmma_commit();
-    };
-    // O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 columns of D).
-    auto issue_pv = [&](int s) {
-      const std::uint32_t v_base = base + P::kV + s * P::kTile;
-      if (!(kPvSkip && skip_pv))
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
-      wgmma_commit();
-    };
-    // Online softmax of acc_s (raw scores) for the chunk in stage s: masks keys past the end or, if causal,
-    // past the row; folds the chunk into (m, l) and leaves the weights 2^(x·scale − m) in acc_s. Returns the
-    // factor for O per row half. Same function as softmax_rescale/softmax_weight with Exp2Fast: the max is
-    // taken on raw scores (scaling is monotonic), and a row whose max is still −∞ uses 0 so masked
-    // scores give 2^−∞ = 0.
-    //
-    // PV-skip (kPvSkip, SpargeAttn Stage 2 as the reference executor defines it): the chunk's key tiles
-    // (1 of 128 or 2 of 64 keys) are decided in order; a vote group (16 rows: a warp, 64: this warpgroup,
-    // 128: the CTA) skips a tile when for each of its rows (tile max − running max) < −threshold, the max
-    // including the tiles before it in the chunk that were not skipped. A skipped tile's scores become −∞:
-    // no max update, no weight, nothing added by P·V. The last pv_exempt visited tiles are never skipped.
-    // Returns true when this warpgroup skipped every tile of the chunk (only used for votes of ≥ 64 rows).
-    auto softmax = [&](int s, int chunk, float (&alpha)[2]) {
-      const int* keys = s_keys + s * kBN;
-      const int last_key = keys[kBN - 1];
-      const bool need_mask = last_key < 0 || (p.causal && last_key > wg_row0 + offset);
-      float mx[2], tm[2][2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int i = wg_row0 + warp * 16 + g + 8 * half;
-        tm[half][0] = tm[half][1] = -INFINITY;  // PV-skip: the maxima of the chunk's two 64-key halves
-        mx[half] = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kBN / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = acc_s[4 * nt + 2 * half + e];
-            if (need_mask) {
-              const int j = keys[nt * 8 + 2 * t4 + e];
-              if (j < 0 || (p.causal && j > i + offset)) x = -INFINITY;
-            }
-            if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
-            else mx[half] = fmaxf(mx[half], x);
-          }
-        if constexpr (kPvSkip) {
-#pragma unroll
-          for (int t2 = 0; t2 < 2; ++t2) {
-            tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 1));
-            tm[half][t2] = fmaxf(tm[half][t2], __shfl_xor_sync(0xffffffffu, tm[half][t2], 2));
-          }
-          mx[half] = fmaxf(tm[half][0], tm[half][1]);
-        } else {
-          mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 1));
-          mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
-        }
-      }
-      float m_new[2] = {fmaxf(mx[0] * p.scale_log2, m_run[0]), fmaxf(mx[1] * p.scale_log2, m_run[1])};
-      bool all_skipped = false;
-      if constexpr (kPvSkip) {
-        const int per = kBN / p.tile_k;  // tiles in a chunk: 1 (tile_k = 128) or 2 (64)
-        if (per == 1) tm[0][0] = mx[0], tm[1][0] = mx[1];
-        float m_cur[2] = {m_run[0], m_run[1]};
-        bool skip_t[2] = {false, false};
-        all_skipped = true;
-#pragma unroll
-        for (int tt = 0; tt < 2; ++tt) {
-          if (tt >= per) break;
-          if (chunk * per + tt < pv_skippable) {  // uniform over the CTA
-            // Rows past the sequence (padding of the last block) agree, as they are not in the reference's group.
-            const int i0 = wg_row0 + warp * 16 + g;
-            const bool mine = (i0 >= nq || tm[0][tt] * p.scale_log2 - m_cur[0] < -pv_thr) &&
-                              (i0 + 8 >= nq || tm[1][tt] * p.scale_log2 - m_cur[1] < -pv_thr);
-            skip_t[tt] = p.pv_vote == 16    ? __all_sync(0xffffffffu, mine)
-                         : p.pv_vote == 64 ? bar_red_and(4 + cw, 128, mine)
-                                           : bar_red_and(6, 256, mine);
-          }
-          if (skip_t[tt]) {
-            pv_count += pv_leader;
-          } else {
-            all_skipped = false;
-            m_cur[0] = fmaxf(m_cur[0], tm[0][tt] * p.scale_log2);
-            m_cur[1] = fmaxf(m_cur[1], tm[1][tt] * p.scale_log2);
-          }
-        }
-        m_new[0] = m_cur[0], m_new[1] = m_cur[1];
-        if (skip_t[0] || skip_t[1])
-#pragma unroll
-          for (int nt = 0; nt < kBN / 8; ++nt)
-            if (per == 1 || nt < 8 ? skip_t[0] : skip_t[1])
-#pragma unroll
-              for (int r = 0; r < 4; ++r) acc_s[4 * nt + r] = -INFINITY;
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        alpha[half] = softmax_rescale(m_run[half], m_new[half], Exp2Fast{});
-        const float m_use = m_new[half] == -INFINITY ? 0.0f : m_new[half];
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kBN / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float& x = acc_s[4 * nt + 2 * half + e];
-            x = exp2_fast(x * p.scale_log2 - m_use);
-            sum += x;
-          }
-        l_run[half] = fma_f32(l_run[half], alpha[half], sum);
-        m_run[half] = m_new[half];
-      }
-      return kPvSkip && all_skipped && p.pv_vote >= 64;
-    };
-    auto pack_p = [&] {
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
-    };
-    auto wait_full = [&](std::uint32_t bar, int gi) {  // gi: chunk index over all items
-      mbar_wait(bar, (gi / kStages) & 1);
-      fence_async_shared();  // the cp.async writes (generic proxy) before WGMMA reads them (async proxy)
-    };
-
-    // Ping-pong (FlashAttention-3): the two warpgroups take turns issuing their GEMMs, so one's softmax runs
-    // while the other's GEMMs use the tensor cores. Named barrier 2 + cw is "warpgroup cw may issue"; the
-    // other warpgroup arrives on it after issuing its own. Warpgroup 0 goes first; both run the same number
-    // of turns per item, so the alternation carries over from item to item.
-    if (kPingpong && cw == 1) named_arrive(2, 256);
-    int it = 0;  // chunks consumed over all items
-    for (int n = 0, w = item_of(0); w < total; w = item_of(++n), it += chunks) {
-      load_item(w);
-      wg_row0 = row0 + 64 * cw;
-#pragma unroll
-      for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
-      m_run[0] = m_run[1] = -INFINITY;
-      l_run[0] = l_run[1] = 0.0f;
-      skip_pv = false;
-      if constexpr (kPvSkip) {
-        // One thread counts for its vote group, and only groups with a real row exist (a warp or warpgroup of
-        // padding rows past the sequence votes "skip" but is not in the reference's groups).
-        pv_leader = p.pv_vote == 16   ? (lane == 0 && wg_row0 + warp * 16 < nq)
-                    : p.pv_vote == 64 ? (tw == 0 && wg_row0 < nq)
-                                      : (tw == 0 && cw == 0);
-        pv_thr = p.pv_thr[h];
-        int lo = 0, hi = count;  // first tile whose first key is at or past limit
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (static_cast<std::int64_t>(tiles[mid]) * p.tile_k < limit) lo = mid + 1;
-          else hi = mid;
-        }
-        pv_skippable = lo - p.pv_exempt;
-      }
-
-      // Software pipeline (FlashAttention-3's intra-warpgroup overlap): while P_{j-1}·V_{j-1} runs on the
-      // tensor cores, this warpgroup computes the softmax of S_j. Q is released to the producer (next item)
-      // as soon as the item's last Q·Kᵀ is done.
-      mbar_wait(q_full, n & 1);
-      fence_async_shared();
-      if (chunks == 0 && lane == 0) mbar_arrive(q_empty);
-      if (chunks > 0) {
-        float alpha[2];
-        wait_full(k_full(it % kStages), it);
-        wgmma_fence();
-        issue_s(it % kStages);
-        wgmma_wait<0>();
-        if (chunks == 1 && lane == 0) mbar_arrive(q_empty);
-        skip_pv = softmax(it % kStages, 0, alpha);
-        pack_p();
-      }
-      for (int chunk = 1; chunk < chunks; ++chunk) {
-        const int gi = it + chunk, s = gi % kStages, prev = (gi - 1) % kStages;
-        float alpha[2];
-        wait_full(k_full(s), gi);
-        if (kPingpong) named_sync(2 + cw, 256);
-        wgmma_fence();
-        issue_s(s);
-        wait_full(v_full(prev), gi - 1);
-        wgmma_fence();
-        issue_pv(prev);
-        if (kPingpong) named_arrive(2 + (cw ^ 1), 256);
-        wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
-        if (chunk == chunks - 1 && lane == 0) mbar_arrive(q_empty);
-        const bool skip_next = softmax(s, chunk, alpha);
-        wgmma_wait<0>();
-        skip_pv = skip_next;
-        if (lane == 0) mbar_arrive(empty(prev));
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          acc_o[4 * dt] *= alpha[0];
-          acc_o[4 * dt + 1] *= alpha[0];
-          acc_o[4 * dt + 2] *= alpha[1];
-          acc_o[4 * dt + 3] *= alpha[1];
-        }
-        pack_p();
-      }
-      if (chunks > 0) {
-        const int gi = it + chunks - 1, last = gi % kStages;
-        wait_full(v_full(last), gi);
-        wgmma_fence();
-        issue_pv(last);
-        wgmma_wait<0>();
-        if (lane == 0) mbar_arrive(empty(last));
-      }
-
-      // Epilogue: reduce l over the quad, normalise, store (rows past the sequence are not written).
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float l = l_run[half];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const int i = wg_row0 + warp * 16 + g + 8 * half;
-        if (i >= nq) continue;
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt)
-          store_pair(p, orow, dt * 8 + 2 * t4, acc_o[4 * dt + 2 * half] * inv, acc_o[4 * dt + 2 * half + 1] * inv);
-        if (t4 == 0) finish_row(p, b, h, i, m_run[half], l);
-      }
-    }
-    if (kPvSkip && pv_count > 0) atomicAdd(p.pv_skipped, pv_count);
+    Consumer<T, D, kStages, kPingpong, kPvSkip> consumer(p, sm);
+    consumer.run(sched);
   }
 #else
   __trap();  // built without sm_90a: the dispatcher never launches this kernel there

@@ -9,16 +9,24 @@ struct CUstream_st;
 namespace spattn::cuda {
 
 /// A TileMask copied to device memory once, for calls that reuse it (benchmarks, layers with a fixed mask).
+/// Keeps no reference to the TileMask it was built from (which may be a temporary): its shape is copied.
 class DeviceTileMask {
  public:
   explicit DeviceTileMask(const TileMask& mask);
   ~DeviceTileMask();
   DeviceTileMask(const DeviceTileMask&) = delete;
   DeviceTileMask& operator=(const DeviceTileMask&) = delete;
-  const TileMask& host() const { return host_; }
+  /// The mask's shape (tile_q, tile_k, mask_heads, num_q_tiles(), …), copied at construction.
+  const MaskShape& shape() const { return shape_; }
+  std::int32_t tile_q() const { return shape_.tile_q; }
+  std::int32_t tile_k() const { return shape_.tile_k; }
+  std::int64_t mask_heads() const { return shape_.mask_heads; }
+  std::int64_t num_q_tiles() const { return shape_.num_q_tiles(); }
   const std::int64_t* row_ptr() const { return row_ptr_; }
   const std::int32_t* tiles() const { return tiles_; }
-  /// Merged work items for query tiles of 16 or 32 rows (null otherwise): see flash_sm80.cuh.
+  /// Merged work items for query tiles of 16 or 32 rows (null otherwise): 64 / tile_q consecutive query tiles
+  /// per item, the union of their kept key tiles and a membership byte per union tile (FlashParams::item_ptr;
+  /// built in the constructor, backend.cu; read by flash_sm80_kernel's kMerged path, flash_sm80.cu).
   const std::int64_t* item_ptr() const { return item_ptr_; }
   const std::int32_t* item_tiles() const { return item_tiles_; }
   const std::uint8_t* item_members() const { return item_members_; }
@@ -30,7 +38,7 @@ class DeviceTileMask {
   int order_blocks() const { return order_blocks_; }
 
  private:
-  const TileMask& host_;
+  MaskShape shape_;
   std::int64_t* row_ptr_ = nullptr;
   std::int32_t* tiles_ = nullptr;
   std::int64_t* item_ptr_ = nullptr;
