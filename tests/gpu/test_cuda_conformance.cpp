@@ -71,7 +71,7 @@ int run_executor_table(const char* what) {
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  MESSAGE(what << ": " << ran << " cases ran on the CUDA backend, " << skipped << " outside its coverage");
+  MESSAGE(std::string(what) << ": " << ran << " cases ran on the CUDA backend, " << skipped << " outside its coverage");
   return ran;
 }
 
@@ -112,7 +112,7 @@ TEST_CASE("CUDA estimators over the shared conformance table (decision by decisi
     CHECK(r.outside_margin == 0);
   }
   MESSAGE("CUDA estimators: " << ran << " of " << conformance::estimator_cases().size() << " cases ran"
-                              << (reason.empty() ? "" : "; not covered: ") << reason);
+                              << (reason.empty() ? std::string() : "; not covered: " + reason));
 }
 
 // PV-skip on the sm90 kernel. Q and K hold small integers, so every score is an exact integer on both sides
@@ -176,7 +176,7 @@ std::int64_t check_pv_case(const PvCase& c) {
   CHECK(mismatches(got, want, c.dtype, worst) == 0);
   CHECK(stats.pv_skipped == ref.pv_skipped);
   CHECK(stats.empty_rows == ref.empty_rows);
-  MESSAGE(c.name << ": skipped " << stats.pv_skipped << " (reference " << ref.pv_skipped << ")");
+  MESSAGE(std::string(c.name) << ": skipped " << stats.pv_skipped << " (reference " << ref.pv_skipped << ")");
   return ref.pv_skipped;
 }
 
