@@ -132,25 +132,15 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
           const std::int64_t visible = p.visible_keys(b, first + r);
           const float sq = qq.scale[static_cast<std::size_t>(first + r)];
           for (int g = 0; g < 4; ++g) {  // the four K scale groups of the block: one dequantization each
-            std::int64_t best = std::numeric_limits<std::int64_t>::min();
-            float best_exact = -INFINITY;
-            float sk = 0.0f;
-            for (std::int64_t a = 0; a < 4; ++a)
-              for (std::int64_t cc = 0; cc < 2; ++cc) {
-                const std::int64_t j = sale::group_key(jb, static_cast<int>(a), g, static_cast<int>(cc));
+            sale::GroupMax group;
+            for (int a = 0; a < 4; ++a)
+              for (int cc = 0; cc < 2; ++cc) {
+                const std::int64_t j = sale::group_key(jb, a, g, cc);
                 if (j >= nkv || j >= visible) continue;
-                sk = kq.scale[static_cast<std::size_t>(j)];
-                const float unit = sq * sk;
-                if (unit > 0.0f) {
-                  const std::int64_t bi = sale::bias_units(qmk[static_cast<std::size_t>(j)], unit);
-                  best = std::max(best, static_cast<std::int64_t>(acc(r, j - sale::kBlockK)) + bi);
-                } else {
-                  best_exact = std::max(best_exact, qmk[static_cast<std::size_t>(j)]);  // q' = 0 or k' = 0: bias only
-                }
+                group.add(static_cast<std::int64_t>(acc(r, j - sale::kBlockK)), qmk[static_cast<std::size_t>(j)], sq,
+                          kq.scale[static_cast<std::size_t>(j)]);
               }
-            float est = best_exact;
-            if (best != std::numeric_limits<std::int64_t>::min()) est = std::max(est, sale::dequantize(sq, sk, best));
-            margin = std::max(margin, est - thr[static_cast<std::size_t>(r)]);
+            margin = std::max(margin, group.estimate() - thr[static_cast<std::size_t>(r)]);
           }
         }
         out.margins[static_cast<std::size_t>((bh * tq + blk) * tk + jb)] = margin;

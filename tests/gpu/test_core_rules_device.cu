@@ -71,7 +71,10 @@ __host__ __device__ void evaluate(const float* x, const float* y, int t, std::ui
   n(21, top_cdf_count(sorted, kRows, 0.9f, 1, false) + 100 * top_cdf_count(sorted, kRows, 0.7f, 1, true));
   f(22, dot_lanes8(x, y, kD) - dot_sequential(x, y, kD));
   f(23, exp2_det(x[t] * 10.0f) + log2_det(1.0f + y[t] * y[t]));
-  for (int i = 24; i < kOut; ++i) out[i] = 0;
+  sale::GroupMax gm;
+  for (int i = 0; i < 8; ++i) gm.add(static_cast<long long>(x[t + i] * 1000.0f), y[t + i] * 10.0f, i == 3 ? 0.0f : 0.01f, 0.02f);
+  f(24, gm.estimate());
+  for (int i = 25; i < kOut; ++i) out[i] = 0;
 }
 
 __global__ void evaluate_kernel(const float* x, const float* y, int sets, std::uint32_t* out, float* scratch) {

@@ -115,6 +115,31 @@ SPATTN_INLINE std::int64_t bias_units(float qmk, float unit) {
 /// Estimated raw logit of an integer score v = acc + bias: (sq·sk)·v.
 SPATTN_INLINE float dequantize(float sq, float sk, std::int64_t v) { return (sq * sk) * static_cast<float>(v); }
 
+/// The largest estimate of one row over the keys of one K scale group (they share sk): the integer max of
+/// acc + bias over keys with a non-zero unit sq·sk, dequantized once — the same decision as per key, because the
+/// dequantization is monotone — and, for keys whose unit is 0 (q' = 0 or k' = 0), their exact bias qmk.
+struct GroupMax {
+  std::int64_t best = 0;
+  bool any = false;
+  float exact = -INFINITY, sq = 0.0f, sk = 0.0f;
+  SPATTN_HD void add(std::int64_t acc, float qmk, float q_scale, float k_scale) {
+    if (q_scale * k_scale > 0.0f) {
+      const std::int64_t v = acc + bias_units(qmk, q_scale * k_scale);
+      best = !any || best < v ? v : best;
+      any = true;
+      sq = q_scale;
+      sk = k_scale;
+    } else {
+      exact = exact < qmk ? qmk : exact;
+    }
+  }
+  SPATTN_HD float estimate() const {
+    if (!any) return exact;
+    const float d = dequantize(sq, sk, best);
+    return exact < d ? d : exact;
+  }
+};
+
 /// A candidate block is selected when its margin max(est − T) over its valid (row, key) pairs is ≥ 0
 /// (the paper's select-on-tie).
 SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
