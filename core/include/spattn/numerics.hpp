@@ -221,7 +221,7 @@ SPATTN_INLINE float sum_lanes8(const float* x, int n) {
   int k = 0;
   for (; k + 8 <= n; k += 8)
     for (int j = 0; j < 8; ++j) lane[j] += x[k + j];
-  for (int j = 0; k < n; ++k, ++j) lane[j] += x[k];
+  for (int j = 0; j < 8 && k < n; ++k, ++j) lane[j] += x[k];  // at most 7: k + 8 > n here
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
@@ -232,7 +232,7 @@ SPATTN_INLINE float dot_lanes8(const float* a, const float* b, int n) {
   int k = 0;
   for (; k + 8 <= n; k += 8)
     for (int j = 0; j < 8; ++j) lane[j] = fma_f32(a[k + j], b[k + j], lane[j]);
-  for (int j = 0; k < n; ++k, ++j) lane[j] = fma_f32(a[k], b[k], lane[j]);
+  for (int j = 0; j < 8 && k < n; ++k, ++j) lane[j] = fma_f32(a[k], b[k], lane[j]);
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
