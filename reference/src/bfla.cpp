@@ -92,7 +92,7 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
           continue;
         }
         for (std::int64_t j = 0; j < lkv; ++j)
-          prob[static_cast<std::size_t>(j)] = j < reach ? bfla::weight(x[static_cast<std::size_t>(j)], m) : 0.0f;
+          prob[static_cast<std::size_t>(j)] = j < reach ? selection_weight(x[static_cast<std::size_t>(j)], m) : 0.0f;
         if (c.gamma > 0.0f) {
           top_cdf(prob.data(), valid.data(), static_cast<int>(lkv), {c.gamma, 1, true}, sel.data(), order);
           for (std::int64_t j = 0; j < lkv; ++j) row_keep[j] |= sel[static_cast<std::size_t>(j)];

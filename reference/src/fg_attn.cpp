@@ -76,7 +76,7 @@ TileMask fg_attn_estimate(const Problem& p, const TensorView& q, const TensorVie
       }
       for (std::int64_t j = 0; j < tk; ++j) {
         valid[static_cast<std::size_t>(j)] = j < reachable;
-        prob[static_cast<std::size_t>(j)] = j < reachable ? fg_attn::weight(x[j], m) : 0.0f;
+        prob[static_cast<std::size_t>(j)] = j < reachable ? selection_weight(x[j], m) : 0.0f;
       }
       top_cdf(prob.data(), valid.data(), static_cast<int>(tk), {cfg.top_p, 1, true}, keep.data(), order);
       for (std::int64_t j = 0; j < tk; ++j)

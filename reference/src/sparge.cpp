@@ -92,7 +92,7 @@ SpargeEstimate sparge_estimate(const Problem& p, const TensorView& q, const Tens
         }
         if (sparge::scores_usable(n_valid, m)) {
           for (std::int64_t j = 0; j < blocks_k; ++j)
-            prob[static_cast<std::size_t>(j)] = valid[static_cast<std::size_t>(j)] ? sparge::weight(x[static_cast<std::size_t>(j)], m) : 0.0f;
+            prob[static_cast<std::size_t>(j)] = valid[static_cast<std::size_t>(j)] ? selection_weight(x[static_cast<std::size_t>(j)], m) : 0.0f;
           if (c.topk > 0.0f) {
             const std::int64_t kk = sparge::topk_count(c.topk, reach);
             std::vector<int> idx;

@@ -55,7 +55,7 @@ __host__ __device__ void evaluate(const float* x, const float* y, int t, std::ui
   const bfla::Band b = bfla::band(t, 3000, 5000, 256, 2);
   n(15, b.first * 1000 + b.last);
   n(16, bfla::topk_floor(3, 0.3f, 20 + t) + 100 * bfla::stride_rescued(t, 7, 3, 5) + 1000 * bfla::random_rescued(t, 9, 2, 3, 0.3f));
-  f(17, bfla::weight(x[t], 3.0f) + fg_attn::weight(y[t], 2.0f) + sparge::weight(x[t + 3], 1.0f));
+  f(17, selection_weight(x[t], 3.0f) + selection_weight(y[t], 2.0f) + selection_weight(x[t + 3], 1.0f));
   n(18, mask_policy::row_key_end<long long>(t * 37, 1000, 1500, true) + 3 * mask_policy::row_sees<int>(t, 700, 1000, 1500, true));
   const std::int32_t tiles[5] = {0, 3, 4, 9, 12};
   n(19, mask_policy::key_at<int>(tiles, 5, 64, 10 * t, 700) + 4096 * mask_policy::visited_tiles<int>(tiles, 5, 64, 300 + 20 * t));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "spattn/config.hpp"
+#include "spattn/numerics.hpp"
 
 namespace spattn {
 
@@ -24,6 +25,10 @@ struct TopCdfParams {
   int min_keep = 1;
   bool include_crossing = false;
 };
+
+/// The weight a base-2 score x enters the selection with, under the row's max m: 2^(x − m) by exp2_det, the
+/// same bits everywhere (SpargeAttn's pooled scores, FG-Attn's tile logits, BFLA's block scores).
+SPATTN_INLINE float selection_weight(float x, float max) { return exp2_det(x - max); }
 
 /// Step 3, the selection order: entry a (value pa) comes before entry b (value pb) when it is larger, ties by
 /// lower index. Also the order of every top-k rule (SpargeAttn's top-k, BFLA's top-k floor).

@@ -31,7 +31,6 @@
 #include <cstdint>
 
 #include "spattn/config.hpp"
-#include "spattn/numerics.hpp"
 
 namespace spattn::bfla {
 
@@ -113,9 +112,6 @@ SPATTN_INLINE bool above_prob_threshold(float p, float z, float prob_threshold) 
 /// The mass rule runs when the row's scores are finite and γ < 1 (else every causal block is kept); γ ≤ 0
 /// disables it (only sink, band and rescues remain).
 SPATTN_INLINE bool keep_all_blocks(bool scores_finite, float gamma) { return !scores_finite || gamma >= 1.0f; }
-
-/// The selection weight of a causal block: 2^(x − max), exp2_det (bit-identical everywhere).
-SPATTN_INLINE float weight(float score, float max_score) { return exp2_det(score - max_score); }
 
 /// The coarse block of executor tile (r, t): (r·tile_q / b, t·T / b).
 SPATTN_INLINE std::int64_t coarse_q(std::int64_t r, std::int32_t tile_q, std::int32_t block) { return r * tile_q / block; }

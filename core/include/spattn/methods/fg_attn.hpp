@@ -71,9 +71,6 @@ SPATTN_INLINE float tail_weight(std::int64_t nkv, std::int32_t tile_k, bool size
 /// A row keeps every reachable tile when a logit is not finite (NaN/Inf inputs) or p ≥ 1.
 SPATTN_INLINE bool keep_all_tiles(bool logits_finite, float top_p) { return !logits_finite || top_p >= 1.0f; }
 
-/// The selection weight of a tile: 2^(x − max), exp2_det (bit-identical everywhere).
-SPATTN_INLINE float weight(float logit, float max_logit) { return exp2_det(logit - max_logit); }
-
 /// One merged work item: up to R member query tiles of one (batch, mask head) and the union of their key
 /// tiles, with a membership bit per union tile (bit t = member t selected it).
 struct WorkItem {

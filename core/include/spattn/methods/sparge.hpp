@@ -89,9 +89,6 @@ SPATTN_INLINE float pooled_score(const float* q_mean, const float* k_mean, int d
 /// candidates' max is ±inf or NaN (non-finite inputs) keeps every block instead.
 SPATTN_INLINE bool scores_usable(int candidates, float max_score) { return candidates > 0 && std::isfinite(max_score); }
 
-/// The selection weight of a candidate: 2^(x − max), exp2_det (bit-identical everywhere).
-SPATTN_INLINE float weight(float score, float max_score) { return exp2_det(score - max_score); }
-
 /// Top-k entry point: k = ⌊ρ · reachable blocks⌋, at least 1 (reachable, not only candidate, blocks).
 SPATTN_INLINE std::int64_t topk_count(float topk, std::int64_t reach) {
   const auto k = static_cast<std::int64_t>(topk * static_cast<float>(reach));
