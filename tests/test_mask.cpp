@@ -1,11 +1,13 @@
 // TileMask builders, conversions and statistics against brute force over individual (query, key) pairs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "common.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/mask_policy.hpp"
 
 namespace spattn::test {
 namespace {
@@ -162,6 +164,31 @@ TEST_CASE("validate rejects inconsistent masks and bad tile sizes") {
   p.head_dim = 64;
   p.causal = false;
   CHECK_THROWS_WITH_AS(m.validate_for(p), doctest::Contains("causal"), Error);
+}
+
+}  // namespace
+}  // namespace spattn::test
+
+namespace spattn::test {
+namespace {
+
+TEST_CASE("mask policy: RowKeys / row_sees / row_key_end against the causal rule written out") {
+  for (int trial = 0; trial < 20000; ++trial) {
+    const bool causal = trial % 2 == 0;
+    const auto nkv = static_cast<std::int64_t>(uniform(1, 300));
+    const auto nq = causal ? static_cast<std::int64_t>(uniform(1, static_cast<double>(nkv) + 1))
+                           : static_cast<std::int64_t>(uniform(1, 300));
+    const auto i = static_cast<std::int64_t>(uniform(0, static_cast<double>(nq)));
+    const auto j = static_cast<std::int64_t>(uniform(-2, static_cast<double>(nkv) + 3));
+    const bool want = j >= 0 && j < nkv && (!causal || j <= i + nkv - nq);  // DESIGN.md §3
+    const mask_policy::RowKeys<std::int64_t> keys(i, nq, nkv, causal);
+    REQUIRE(keys.sees(j) == want);
+    REQUIRE(mask_policy::row_sees(i, j, nq, nkv, causal) == want);
+    REQUIRE(mask_policy::RowKeys<int>(int(i), int(nq), int(nkv), causal).sees(int(j)) == want);
+    REQUIRE(keys.end == mask_policy::row_key_end(i, nq, nkv, causal));
+    REQUIRE(keys.end == (causal ? std::min(i + nkv - nq + 1, nkv) : nkv));
+  }
+  CHECK_FALSE(mask_policy::RowKeys<int>().sees(0));  // default: sees no key
 }
 
 }  // namespace

@@ -183,10 +183,10 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
       } else {
         for (std::int64_t c = 0; c < n; ++c) x[c] *= sl;
       }
-      const std::int64_t i = blk.row_begin + r;
-      if (last_key >= mask_policy::row_key_end(i, nq, nkv, p.causal))
+      const mask_policy::RowKeys<std::int64_t> row(blk.row_begin + r, nq, nkv, p.causal);
+      if (!row.sees(last_key))
         for (std::int64_t c = 0; c < n; ++c)
-          if (!mask_policy::row_sees(i, w.keys[static_cast<std::size_t>(c0 + c)], nq, nkv, p.causal)) x[c] = -INFINITY;
+          if (!row.sees(w.keys[static_cast<std::size_t>(c0 + c)])) x[c] = -INFINITY;
     }
     w.skip_row.assign(static_cast<std::size_t>(rows), 0);
     if (pv_skip && ci < mask_policy::pv_skippable_tiles(static_cast<int>(chunks), opt.pv_exempt_last)) {

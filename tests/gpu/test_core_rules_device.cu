@@ -74,7 +74,9 @@ __host__ __device__ void evaluate(const float* x, const float* y, int t, std::ui
   sale::GroupMax gm;
   for (int i = 0; i < 8; ++i) gm.add(static_cast<long long>(x[t + i] * 1000.0f), y[t + i] * 10.0f, i == 3 ? 0.0f : 0.01f, 0.02f);
   f(24, gm.estimate());
-  for (int i = 25; i < kOut; ++i) out[i] = 0;
+  const mask_policy::RowKeys<int> keys(t * 37, 1000, 1500, t % 2 == 0);
+  n(25, keys.sees(t * 40) + 2 * keys.sees(-1) + 4 * keys.sees(1499) + 8 * keys.end);
+  for (int i = 26; i < kOut; ++i) out[i] = 0;
 }
 
 __global__ void evaluate_kernel(const float* x, const float* y, int sets, std::uint32_t* out, float* scratch) {

@@ -41,19 +41,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/// The keys query row i sees: [0, mask_policy::row_key_end(i)), exactly the keys j of
-/// mask_policy::row_sees(i, j, nq, nkv, causal), tested by one unsigned comparison (−1, "no key", wraps to
-/// the largest value). The kernels' per-element masking: the end is computed once per row, so the loop over
-/// a row's keys costs one compare per key (row_sees per key would also test j < nkv, which the compiler
-/// cannot drop for keys read from shared memory).
-struct VisibleKeys {
-  unsigned end = 0;  // default: sees no key
-  VisibleKeys() = default;
-  __device__ __forceinline__ VisibleKeys(int i, int nq, int nkv, bool causal)
-      : end(static_cast<unsigned>(mask_policy::row_key_end(i, nq, nkv, causal))) {}
-  __device__ __forceinline__ bool sees(int j) const { return static_cast<unsigned>(j) < end; }
-};
-
 /// Stores output elements (col, col + 1) of a row starting at element offset `orow`.
 __device__ __forceinline__ void store_pair(const FlashParams& p, std::int64_t orow, int col, float o0, float o1) {
   if (p.o_dtype == 0) {

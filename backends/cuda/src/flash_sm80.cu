@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const VisibleKeys row(row0 + warp_row + mt * 16 + g + 8 * half, nq, nkv, causal);  // mask_policy::row_sees
+        const mask_policy::RowKeys<int> row(row0 + warp_row + mt * 16 + g + 8 * half, nq, nkv, causal);
         float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)

@@ -330,8 +330,8 @@ struct Consumer {
   int cw, tw, warp, lane, g, t4;  // warpgroup (0, 1), thread in it, warp in it, lane, row and column in the quad
   std::uint32_t q_base;           // this warpgroup's 64 rows of the Q block
   int wg_row0 = 0;                // first query row of this warpgroup in the current item
-  VisibleKeys wg_keys;            // the keys that row sees
-  VisibleKeys row_keys[2];        // the keys this thread's rows (g and g + 8 of its warp's 16) see
+  mask_policy::RowKeys<int> wg_keys;      // the keys that row sees
+  mask_policy::RowKeys<int> row_keys[2];  // the keys this thread's rows (g and g + 8 of its warp's 16) see
   float acc_o[D / 2];
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
   float acc_s[64];                // S of the current chunk, then its weights
@@ -372,10 +372,11 @@ struct Consumer {
   /// leader, threshold and skippable tiles.
   __device__ __forceinline__ void start_item(const WorkItem& item) {
     wg_row0 = item.row0 + 64 * cw;
-    wg_keys = VisibleKeys(wg_row0, item.nq, item.nkv, p.causal != 0);
+    wg_keys = mask_policy::RowKeys<int>(wg_row0, item.nq, item.nkv, p.causal != 0);
 #pragma unroll
     for (int half = 0; half < 2; ++half)
-      row_keys[half] = VisibleKeys(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
+      row_keys[half] =
+          mask_policy::RowKeys<int>(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
     m_run[0] = m_run[1] = -INFINITY;
@@ -472,7 +473,7 @@ struct Consumer {
   }
 
   /// Online softmax of acc_s (raw scores) for the chunk in stage s: masks the keys a row does not see
-  /// (mask_policy::row_sees, tested as VisibleKeys: past the end or, if causal, past the row); folds the chunk
+  /// (mask_policy::RowKeys: past the end or, if causal, past the row); folds the chunk
   /// into (m, l) and leaves the weights 2^(x·scale − m) in acc_s. Returns the factor for O per row half. Same
   /// function as softmax_rescale/softmax_weight with Exp2Fast: the max is taken on raw scores (scaling is
   /// monotonic), and a row whose max is still −∞ uses 0 so masked scores give 2^−∞ = 0.

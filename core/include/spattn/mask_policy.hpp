@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "spattn/config.hpp"
 
@@ -31,10 +32,23 @@ SPATTN_INLINE I row_key_end(I i, I nq, I nkv, bool causal) {
   return end < 0 ? I(0) : (end < nkv ? end : nkv);
 }
 
-/// Whether row i sees key j (j < 0 encodes "no key" and is never seen).
+/// The keys row i sees, [0, row_key_end(i)), computed once per row: sees(j) is one unsigned comparison (j < 0,
+/// "no key", wraps to the largest value and is never seen). What every executor tests per key.
+template <class I>
+struct RowKeys {
+  I end = 0;  ///< default: sees no key
+  RowKeys() = default;
+  SPATTN_HD RowKeys(I i, I nq, I nkv, bool causal) : end(row_key_end(i, nq, nkv, causal)) {}
+  SPATTN_HD bool sees(I j) const {
+    using U = std::make_unsigned_t<I>;
+    return static_cast<U>(j) < static_cast<U>(end);
+  }
+};
+
+/// Whether row i sees key j: 0 <= j < nkv and, if causal, j <= i + (nkv − nq).
 template <class I>
 SPATTN_INLINE bool row_sees(I i, I j, I nq, I nkv, bool causal) {
-  return j >= 0 && j < nkv && (!causal || j <= i + (nkv - nq));
+  return RowKeys<I>(i, nq, nkv, causal).sees(j);
 }
 
 /// Key end of a block of rows whose last row is `last`: no row of the block sees a key at or past it.
