@@ -18,10 +18,12 @@ namespace {
 std::vector<float> tile_means(const Problem& p, const TensorView& t, bool is_q, std::int64_t b, std::int64_t h,
                               std::int64_t n, std::int64_t tile) {
   const std::int64_t d = p.head_dim, tiles = (n + tile - 1) / tile;
-  std::vector<float> means(static_cast<std::size_t>(tiles * d)), rows(static_cast<std::size_t>(n * d));
-  for (std::int64_t i = 0; i < n; ++i) load_row(t, row_offset(t, p, is_q, b, h, i), d, rows.data() + i * d);
-  for (std::int64_t j = 0; j < tiles; ++j)
-    mean_rows(rows.data() + j * tile * d, std::min(tile, n - j * tile), d, means.data() + j * d);
+  std::vector<float> means(static_cast<std::size_t>(tiles * d)), rows(static_cast<std::size_t>(tile * d));
+  for (std::int64_t j = 0; j < tiles; ++j) {  // one tile's rows at a time
+    const std::int64_t count = std::min(tile, n - j * tile);
+    for (std::int64_t r = 0; r < count; ++r) load_row(t, row_offset(t, p, is_q, b, h, j * tile + r), d, rows.data() + r * d);
+    mean_rows(rows.data(), count, d, means.data() + j * d);
+  }
   return means;
 }
 

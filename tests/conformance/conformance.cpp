@@ -43,6 +43,28 @@ std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lens) {
   return cu;
 }
 
+/// A problem of the given shape; variable-length when lens_q is not empty (cu_seqlens from the lengths, the maxima
+/// in seqlen_q / seqlen_kv).
+Problem problem_of(std::int64_t batch, std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nkv,
+                   std::int64_t d, std::int64_t dv, bool causal, DType dtype, const std::vector<std::int64_t>& lens_q,
+                   const std::vector<std::int64_t>& lens_kv) {
+  Problem p;
+  p.batch = batch;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seqlen_q = nq;
+  p.seqlen_kv = nkv;
+  p.head_dim = d;
+  p.head_dim_v = dv;
+  p.causal = causal;
+  p.dtype = dtype;
+  if (!lens_q.empty()) {
+    p.cu_seqlens_q = offsets(lens_q);
+    p.cu_seqlens_kv = offsets(lens_kv);
+  }
+  return p;
+}
+
 }  // namespace
 
 std::unique_ptr<MemoryAdapter> host_adapter() { return std::make_unique<HostMemory>(); }
@@ -100,21 +122,11 @@ const std::vector<ExecutorCase>& executor_cases() {
 
 ExecutorInputs make_inputs(const ExecutorCase& c) {
   ExecutorInputs in;
-  Problem& p = in.problem;
-  p.batch = c.batch;
-  p.heads_q = c.hq;
-  p.heads_kv = c.hkv;
-  p.seqlen_q = c.nq;
-  p.seqlen_kv = c.nkv;
-  p.head_dim = c.d;
-  p.head_dim_v = c.dv;
-  p.causal = c.causal;
-  p.dtype = c.dtype;
+  in.problem = problem_of(c.batch, c.hq, c.hkv, c.nq, c.nkv, c.d, c.dv, c.causal, c.dtype, c.lens_q, c.lens_kv);
+  const Problem& p = in.problem;
   std::int64_t total_q = c.nq, total_kv = c.nkv, tensor_batch = c.batch;
   Layout layout = c.layout;
-  if (!c.lens_q.empty()) {
-    p.cu_seqlens_q = offsets(c.lens_q);
-    p.cu_seqlens_kv = offsets(c.lens_kv);
+  if (p.varlen()) {
     total_q = p.cu_seqlens_q.back();
     total_kv = p.cu_seqlens_kv.back();
     tensor_batch = 1;
@@ -134,7 +146,6 @@ ExecutorInputs make_inputs(const ExecutorCase& c) {
 ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory) {
   const ExecutorInputs in = make_inputs(c);
   const Problem& p = in.problem;
-  const std::int64_t rows_q = in.q.batch() * in.q.seqlen();
   HostTensor want(c.out, in.q.batch(), c.hq, in.q.seqlen(), p.dim_v(), in.q.layout()), got = want;
   std::vector<float> lse_want(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q)), lse_got(lse_want.size());
   AttendOptions ref_options;
@@ -156,7 +167,6 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
   out.empty_rows = stats.empty_rows;
   memory.download(o, got);
   memory.download(options.lse, lse_got);
-  (void)rows_q;
 
   const double tol = c.dtype == DType::bf16 ? 2e-2 : c.dtype == DType::f16 ? 3e-3 : 2e-5;
   const double out_tol = c.out == DType::bf16 ? 8e-3 : c.out == DType::f16 ? 1e-3 : 0.0;  // rounding of the output
@@ -276,22 +286,12 @@ EstimatorInputs estimator_inputs(const EstimatorCase& c) {
     Workload w = make_workload(s);
     in.problem = w.problem;
     in.problem.causal = c.causal;
-    if (!c.causal && c.nq != c.nkv) in.problem.seqlen_q = c.nq;
     in.q = std::move(w.q);
     in.k = std::move(w.k);
     return in;
   }
-  Problem& p = in.problem;
-  p.batch = c.batch;
-  p.heads_q = c.hq;
-  p.heads_kv = c.hkv;
-  p.seqlen_q = c.nq;
-  p.seqlen_kv = c.nkv;
-  p.head_dim = c.d;
-  p.causal = c.causal;
-  p.dtype = c.dtype;
-  p.cu_seqlens_q = offsets(c.lens_q);
-  p.cu_seqlens_kv = offsets(c.lens_kv);
+  in.problem = problem_of(c.batch, c.hq, c.hkv, c.nq, c.nkv, c.d, 0, c.causal, c.dtype, c.lens_q, c.lens_kv);
+  const Problem& p = in.problem;
   in.q = HostTensor(c.dtype, 1, c.hq, p.cu_seqlens_q.back(), c.d, Layout::bnhd);
   in.k = HostTensor(c.dtype, 1, c.hkv, p.cu_seqlens_kv.back(), c.d, Layout::bnhd);
   test::fill_random(in.q, 1.5);

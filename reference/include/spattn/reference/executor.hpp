@@ -1,5 +1,6 @@
-// The reference backend: the executor (exact tile-sparse attention on the CPU (Eigen for the tile GEMMs, oneTBB over
-// independent row blocks). It defines the result every other backend is checked against.
+// The reference backend: the executor — exact tile-sparse attention on the CPU (Eigen for the tile GEMMs, oneTBB
+// over independent row blocks) — and every method's estimator. It defines the result every other backend is
+// checked against.
 //
 // Semantics (DESIGN.md §3): query row i of mask tile t attends to the keys of the kept key tiles, clipped
 // by the causal rule (j <= i + Nkv - Nq) and the sequence end; softmax over that set, fp32 accumulation
