@@ -125,9 +125,41 @@ TEST_CASE("sparse_attention() = attend() over estimate()'s mask with the method'
     CHECK(r.attend.backend == "reference");
     CHECK(r.attend.pv_skipped == ref.pv_skipped);
     CHECK(r.attend.empty_rows == ref.empty_rows);
-    if (std::holds_alternative<sparge::Config>(config)) CHECK(ref.pv_skipped > 0);  // the thresholds reached the executor
     CHECK(std::memcmp(got.data(), want.data(), got.size_bytes()) == 0);
   }
+}
+
+TEST_CASE("sparse_attention(): SpargeAttn's per-head pv_threshold reaches the executor (skips where the data forces them)") {
+  // Head 1 is built so every later key tile scores strictly below the first: all queries are one vector u and
+  // key j is u·a_j with a_j strictly decreasing, so with threshold 0 every row votes to skip every tile after
+  // its first (bar the exempt ones). Head 0 keeps the workload's random data and threshold +inf (off).
+  Workload w = test_workload(WorkloadKind::llm, 600, 2, 2);
+  const Problem& p = w.problem;
+  for (std::int64_t d = 0; d < p.head_dim; ++d) {
+    const float u = static_cast<float>(uniform(-1.0, 1.0));
+    for (std::int64_t n = 0; n < p.seqlen_q; ++n) w.q.set(0, 1, n, d, u);
+    for (std::int64_t n = 0; n < p.seqlen_kv; ++n) w.k.set(0, 1, n, d, u * (2.0f - static_cast<float>(n) / 600.0f));
+  }
+  sparge::Config sp;
+  sp.block_q = 64;
+  sp.block_k = 32;
+  sp.pv_threshold = {INFINITY, 0.0f};
+  HostTensor got(DType::f32, 1, 2, 600, 64), want(DType::f32, 1, 2, 600, 64);
+  got.poison();
+  want.poison();
+  const SparseAttentionResult r = sparse_attention(sp, p, w.q.view(), w.k.view(), w.v.view(), got.view());
+  AttendOptions opt;
+  opt.pv_threshold_per_head = sp.pv_threshold;
+  const AttendStats ref = reference::attend(p, w.q.view(), w.k.view(), w.v.view(), r.estimate.mask, want.view(), opt);
+  CHECK(r.attend.pv_skipped == ref.pv_skipped);
+  CHECK(r.attend.pv_skipped > 0);
+  CHECK(std::memcmp(got.data(), want.data(), got.size_bytes()) == 0);
+  // Off for both heads: nothing skipped, and the output differs where head 1 skipped.
+  sp.pv_threshold = {};
+  HostTensor off(DType::f32, 1, 2, 600, 64);
+  off.poison();
+  CHECK(sparse_attention(sp, p, w.q.view(), w.k.view(), w.v.view(), off.view()).attend.pv_skipped == 0);
+  CHECK(std::memcmp(off.data(), got.data(), got.size_bytes()) != 0);
 }
 
 TEST_CASE("the SpargeAttn default (authors' top-k entry point) is sparse, unlike the old θ = 0.6 TopCdf default") {
