@@ -47,10 +47,9 @@ const Backend& pick(const std::string& wanted, const std::string& what, Reasons 
 
 }  // namespace
 
-AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
-                   const TileMask& mask, const TensorView& o, const AttendOptions& options) {
-  problem.validate(q, k, v, o);
-  mask.validate_for(problem);
+namespace {
+
+void validate_options(const Problem& problem, const AttendOptions& options) {
   require(!(options.pv_threshold < 0.0f) && options.pv_threshold == options.pv_threshold,
           "pv_threshold: must be >= 0 (+inf = off), got ", options.pv_threshold);
   require(options.pv_threshold_per_head.empty() ||
@@ -64,6 +63,15 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
   require(options.pv_exempt_last >= 0, "pv_exempt_last: must be >= 0, got ", options.pv_exempt_last);
   require(options.quant_block_q >= 1 && options.quant_block_k >= 1, "quant_block_q/k: must be >= 1, got ",
           options.quant_block_q, " and ", options.quant_block_k);
+}
+
+}  // namespace
+
+AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const TileMask& mask, const TensorView& o, const AttendOptions& options) {
+  problem.validate(q, k, v, o);
+  mask.validate_for(problem);
+  validate_options(problem, options);
   const Backend& backend = pick(options.backend, problem.describe(), [&](const Backend& be) {
     return be.not_supported_reasons(problem, q, k, v, mask, o, options);
   });
@@ -93,11 +101,22 @@ SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem
                                        const TensorView& k, const TensorView& v, const TensorView& o,
                                        const AttendOptions& options) {
   problem.validate(q, k, v, o);
+  validate(config, problem);
+  const AttendOptions with_method = attend_options_of(config, options);
+  validate_options(problem, with_method);
+  // A backend that keeps the mask in its own memory between the stages runs both; otherwise the two calls.
+  for (const auto& be : backends()) {
+    if (options.backend != "auto" && options.backend != be->name()) continue;
+    if (!be->sparse_attention_not_supported_reasons(config, problem, q, k, v, o, with_method).empty()) continue;
+    SparseAttentionResult r = be->sparse_attention(config, problem, q, k, v, o, with_method);
+    r.estimate.mask.validate_for(problem);
+    return r;
+  }
   EstimateOptions eo;
   eo.backend = options.backend;
   SparseAttentionResult r;
   r.estimate = estimate(config, problem, q, k, eo);
-  r.attend = attend(problem, q, k, v, r.estimate.mask, o, attend_options_of(config, options));
+  r.attend = attend(problem, q, k, v, r.estimate.mask, o, with_method);
   return r;
 }
 

@@ -14,4 +14,17 @@ Estimate Backend::estimate(const MethodConfig& config, const Problem&, const Ten
   fail("backend '", name(), "': no estimator for ", method_name(config));
 }
 
+std::vector<std::string> Backend::sparse_attention_not_supported_reasons(const MethodConfig&, const Problem&,
+                                                                        const TensorView&, const TensorView&,
+                                                                        const TensorView&, const TensorView&,
+                                                                        const AttendOptions&) const {
+  return {"this backend runs estimate and attend as separate calls"};
+}
+
+SparseAttentionResult Backend::sparse_attention(const MethodConfig& config, const Problem&, const TensorView&,
+                                                const TensorView&, const TensorView&, const TensorView&,
+                                                const AttendOptions&) const {
+  fail("backend '", name(), "': no estimate → attend pipeline for ", method_name(config));
+}
+
 }  // namespace spattn

@@ -28,12 +28,7 @@ MaskShape MaskShape::of(const Problem& problem, std::int32_t tile_q, std::int32_
 }
 
 std::int64_t MaskShape::reachable_k_tiles(std::int64_t b, std::int64_t t) const {
-  const std::int64_t nq = seqlen_q_of(b), nkv = seqlen_kv_of(b);
-  const std::int64_t first_row = t * tile_q;
-  if (first_row >= nq) return 0;
-  const std::int64_t last_row = std::min(first_row + tile_q, nq) - 1;
-  const std::int64_t visible = mask_policy::block_key_end(last_row, nq, nkv, causal);
-  return (visible + tile_k - 1) / tile_k;
+  return mask_policy::reachable_tiles<std::int64_t>(t, tile_q, tile_k, seqlen_q_of(b), seqlen_kv_of(b), causal);
 }
 
 void MaskShape::validate() const {

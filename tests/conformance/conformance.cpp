@@ -198,6 +198,14 @@ const std::vector<EstimatorCase>& estimator_cases() {
     sparge::Config sp_small = sp_cdf;
     sp_small.block_q = 64;
     sp_small.block_k = 32;
+    sparge::Config sp_heads = sp_cdf;  // per-head θ / τ, one dense head, 64 × 128 (the Hopper geometry)
+    sp_heads.block_q = 64;
+    sp_heads.block_k = 128;
+    sp_heads.theta = {0.1f, -0.1f, 0.3f, 0.0f, 0.2f, 0.1f, -0.2f, 0.05f};
+    sp_heads.tau = {0.5f, 0.7f, 0.9f, 0.95f, 0.6f, 0.8f, 0.99f, 1.0f};
+    sp_heads.dense_heads = {0, 0, 1, 0, 0, 0, 0, 0};
+    sparge::Config sp_sparse = sp_topk;  // a small top-k: most rows select far fewer than their reach
+    sp_sparse.topk = 0.1f;
     sale::Config sale4;
     sale4.tau = {0.01f};
     sale::Config sale_strict = sale4;  // random inputs: a larger τ so that candidates are dropped
@@ -240,6 +248,9 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"sparge TopCdf Nq < Nkv", sp_cdf, llm, 1, 4, 2, 300, 1100, 128, true, DType::bf16},
         {"sparge 64x32 D=256", sp_small, llm, 1, 2, 1, 333, 333, 256, true, DType::f16},
         {"sparge varlen", sp_topk_small, random, 3, 2, 1, 200, 260, 64, true, DType::bf16, {200, 17, 130}, {260, 17, 200}},
+        {"sparge GQA 8:1 odd N per-head", sp_heads, llm, 1, 8, 1, 1531, 1531, 128, true, DType::bf16},
+        {"sparge non-causal Nq < Nkv", sp_sparse, video, 1, 4, 2, 513, 2047, 64, false, DType::f16},
+        {"sparge top-k 0.1 batch 2", sp_sparse, llm, 2, 2, 2, 2500, 2500, 128, true, DType::f16},
         {"sale int4 llm", sale4, llm, 1, 4, 2, 1000, 1000, 128, true, DType::bf16},
         {"sale int8 Nq < Nkv fp16", sale8, llm, 1, 2, 1, 400, 900, 64, true, DType::f16},
         {"sale non-causal video", sale4, video, 1, 2, 2, 600, 600, 64, false, DType::bf16},

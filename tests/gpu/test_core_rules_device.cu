@@ -22,7 +22,7 @@
 namespace spattn::test {
 namespace {
 
-constexpr int kD = 128, kRows = 64, kOut = 32;
+constexpr int kD = 128, kRows = 64, kOut = 32, kScratch = kRows + kD;
 
 /// Every rule once for input set t; out[0..kOut) as raw 32-bit words (floats bit-cast, integers truncated).
 __host__ __device__ void evaluate(const float* x, const float* y, int t, std::uint32_t* out, float* scratch) {
@@ -81,7 +81,7 @@ __host__ __device__ void evaluate(const float* x, const float* y, int t, std::ui
 
 __global__ void evaluate_kernel(const float* x, const float* y, int sets, std::uint32_t* out, float* scratch) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t < sets) evaluate(x + t * kRows * kD, y + t * kRows * kD, t, out + t * kOut, scratch + t * kD);
+  if (t < sets) evaluate(x + t * kRows * kD, y + t * kRows * kD, t, out + t * kOut, scratch + t * kScratch);
 }
 
 TEST_CASE("core rules are device-callable and bit-identical on the GPU and the host") {
@@ -92,13 +92,13 @@ TEST_CASE("core rules are device-callable and bit-identical on the GPU and the h
   for (int t = 0; t < kSets; t += 7)  // a zero block: the self-similarity guard
     std::memset(x.data() + t * kRows * kD, 0, kRows * kD * sizeof(float));
   std::vector<std::uint32_t> host(kSets * kOut), device(host.size());
-  std::vector<float> scratch(kD);
+  std::vector<float> scratch(kScratch);
   for (int t = 0; t < kSets; ++t) evaluate(x.data() + t * kRows * kD, y.data() + t * kRows * kD, t, host.data() + t * kOut, scratch.data());
   float *dx, *dy, *ds;
   std::uint32_t* dout;
   REQUIRE(cudaMalloc(&dx, x.size() * 4) == cudaSuccess);
   REQUIRE(cudaMalloc(&dy, y.size() * 4) == cudaSuccess);
-  REQUIRE(cudaMalloc(&ds, kSets * kD * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&ds, kSets * kScratch * 4) == cudaSuccess);
   REQUIRE(cudaMalloc(&dout, device.size() * 4) == cudaSuccess);
   cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dy, y.data(), y.size() * 4, cudaMemcpyHostToDevice);

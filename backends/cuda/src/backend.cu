@@ -60,31 +60,35 @@ bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std:
 
 }  // namespace
 
-std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, const TensorView& q,
-                                                            const TensorView& k, const TensorView& v,
-                                                            const TileMask& mask, const TensorView& o,
-                                                            const AttendOptions& options) const {
+std::vector<std::string> executor_not_supported_reasons(const Problem& p, const MaskShape& shape,
+                                                        const AttendOptions& options) {
   std::vector<std::string> why;
-  const bool pv = pv_skip_requested(options);
-  if (pv) {
+  if (pv_skip_requested(options)) {
     const int vote = options.pv_vote_rows;
-    if (mask.shape.tile_q % 128 != 0 || (mask.shape.tile_k != 64 && mask.shape.tile_k != 128))
+    if (shape.tile_q % 128 != 0 || (shape.tile_k != 64 && shape.tile_k != 128))
       why.push_back("PV-skip in the CUDA kernel needs tile_q a multiple of 128 and tile_k 64 or 128");
     if (vote != 0 && vote != 16 && vote != 64 && vote != 128)
       why.push_back("PV-skip in the CUDA kernel votes over 16, 64 or 128 (0) rows");
     if (!use_sm90()) why.push_back("PV-skip runs on the sm90 kernel only (compute capability 9.0, SPATTN_CUDA_KERNEL unset)");
   }
   if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
+  if ((p.head_dim != 64 && p.head_dim != 128) || p.dim_v() != p.head_dim)
+    why.push_back("head_dim must be 64 or 128 with head_dim_v = head_dim");
+  if (shape.tile_q % 64 != 0 && shape.tile_q != 16 && shape.tile_q != 32)
+    why.push_back("mask tile_q must be 16, 32 or a multiple of 64");
+  if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");
+  return why;
+}
+
+std::vector<std::string> tensor_not_supported_reasons(const TensorView& q, const TensorView& k, const TensorView& v,
+                                                      const TensorView& o) {
+  std::vector<std::string> why;
   for (const TensorView* t : {&q, &k, &v, &o})
     if (t->memory != Memory::cuda) {
       why.push_back("tensors must be in CUDA memory");
       break;
     }
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
-  if ((p.head_dim != 64 && p.head_dim != 128) || p.dim_v() != p.head_dim)
-    why.push_back("head_dim must be 64 or 128 with head_dim_v = head_dim");
-  if (mask.shape.tile_q % 64 != 0 && mask.shape.tile_q != 16 && mask.shape.tile_q != 32)
-    why.push_back("mask tile_q must be 16, 32 or a multiple of 64");
   for (const TensorView* t : {&q, &k, &v})
     if (!aligned(t->data, 16) || t->stride_n % 8 || t->stride_h % 8 || t->stride_b % 8) {
       why.push_back("q/k/v need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
@@ -92,96 +96,18 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
     }
   if (!aligned(o.data, 8) || o.stride_n % 2 || o.stride_h % 2 || o.stride_b % 2)
     why.push_back("o needs 8-byte aligned element pairs");
-  if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");
   if (k.stride_n > INT32_MAX || v.stride_n > INT32_MAX) why.push_back("k/v row strides must be < 2^31 elements");
-  if (mask.tiles.size() > (std::size_t{1} << 31)) why.push_back("mask too large");
   return why;
 }
 
-DeviceTileMask::DeviceTileMask(const TileMask& mask) : shape_(mask.shape) {
-  if (mask.shape.tile_q < 64) {  // work items of 64 / tile_q consecutive query tiles (exact semantics)
-    const std::int64_t per_item = 64 / mask.shape.tile_q;
-    const std::int64_t blocks = (mask.shape.seqlen_q + 63) / 64, tq = mask.shape.num_q_tiles();
-    std::vector<std::int64_t> ptr = {0};
-    std::vector<std::int32_t> keys;
-    std::vector<std::uint8_t> members;
-    std::vector<std::int32_t> merged;
-    for (std::int64_t bh = 0; bh < mask.shape.batch * mask.shape.mask_heads; ++bh)
-      for (std::int64_t blk = 0; blk < blocks; ++blk) {
-        merged.clear();
-        for (std::int64_t m = 0; m < per_item && blk * per_item + m < tq; ++m) {
-          const std::int64_t r = bh * tq + blk * per_item + m;
-          merged.insert(merged.end(), mask.tiles.begin() + mask.row_ptr[r], mask.tiles.begin() + mask.row_ptr[r + 1]);
-        }
-        std::sort(merged.begin(), merged.end());
-        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
-        for (std::int32_t k : merged) {
-          std::uint8_t bits = 0;
-          for (std::int64_t m = 0; m < per_item && blk * per_item + m < tq; ++m) {
-            const std::int64_t r = bh * tq + blk * per_item + m;
-            if (std::binary_search(mask.tiles.begin() + mask.row_ptr[r], mask.tiles.begin() + mask.row_ptr[r + 1], k))
-              bits = static_cast<std::uint8_t>(bits | (1u << m));
-          }
-          keys.push_back(k);
-          members.push_back(bits);
-        }
-        ptr.push_back(static_cast<std::int64_t>(keys.size()));
-      }
-    check(cudaMalloc(&item_ptr_, ptr.size() * sizeof(std::int64_t)), "cudaMalloc");
-    check(cudaMemcpy(item_ptr_, ptr.data(), ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMalloc(&item_tiles_, std::max<std::size_t>(keys.size(), 1) * sizeof(std::int32_t)), "cudaMalloc");
-    check(cudaMalloc(&item_members_, std::max<std::size_t>(members.size(), 1)), "cudaMalloc");
-    if (!keys.empty()) {
-      check(cudaMemcpy(item_tiles_, keys.data(), keys.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-      check(cudaMemcpy(item_members_, members.data(), members.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    }
-  }
-  if (mask.shape.tile_q % 128 == 0) {
-    const std::int64_t blocks = (mask.shape.seqlen_q + 127) / 128, per = mask.shape.tile_q / 128;
-    if (mask.shape.batch * mask.shape.mask_heads * blocks > INT32_MAX) fail("cuda backend: mask too large");
-    std::vector<std::int32_t> order;
-    std::vector<std::int64_t> kept;
-    for (std::int64_t bh = 0; bh < mask.shape.batch * mask.shape.mask_heads; ++bh) {
-      const std::int64_t nb = (mask.shape.seqlen_q_of(bh / mask.shape.mask_heads) + 127) / 128;
-      for (std::int64_t blk = 0; blk < nb; ++blk) {
-        const std::int64_t r = bh * mask.shape.num_q_tiles() + blk / per;
-        order.push_back(static_cast<std::int32_t>(bh * blocks + blk));
-        kept.push_back(mask.row_ptr[r + 1] - mask.row_ptr[r]);
-      }
-    }
-    std::vector<std::int32_t> idx(order.size());
-    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int32_t>(i);
-    // Longest first inside each (batch, mask head): the CTAs in flight then read the K/V of one or two heads,
-    // which stay in L2 (all heads longest-first would stream every head's K/V at once).
-    std::stable_sort(idx.begin(), idx.end(), [&](std::int32_t a, std::int32_t b) {
-      const std::int64_t ha = order[a] / blocks, hb = order[b] / blocks;
-      return ha != hb ? ha < hb : kept[a] > kept[b];
-    });
-    std::vector<std::int32_t> sorted(order.size());
-    for (std::size_t i = 0; i < idx.size(); ++i) sorted[i] = order[idx[i]];
-    order_size_ = static_cast<int>(sorted.size());
-    order_blocks_ = static_cast<int>(blocks);
-    check(cudaMalloc(&order_, std::max<std::size_t>(sorted.size(), 1) * sizeof(std::int32_t)), "cudaMalloc");
-    if (!sorted.empty())
-      check(cudaMemcpy(order_, sorted.data(), sorted.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  check(cudaMalloc(&row_ptr_, mask.row_ptr.size() * sizeof(std::int64_t)), "cudaMalloc");
-  check(cudaMemcpy(row_ptr_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice),
-        "cudaMemcpy");
-  const std::size_t n = std::max<std::size_t>(mask.tiles.size(), 1);
-  check(cudaMalloc(&tiles_, n * sizeof(std::int32_t)), "cudaMalloc");
-  if (!mask.tiles.empty())
-    check(cudaMemcpy(tiles_, mask.tiles.data(), mask.tiles.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
-          "cudaMemcpy");
-}
-
-DeviceTileMask::~DeviceTileMask() {
-  cudaFree(row_ptr_);
-  cudaFree(tiles_);
-  cudaFree(item_ptr_);
-  cudaFree(item_tiles_);
-  cudaFree(item_members_);
-  cudaFree(order_);
+std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, const TensorView& q,
+                                                            const TensorView& k, const TensorView& v,
+                                                            const TileMask& mask, const TensorView& o,
+                                                            const AttendOptions& options) const {
+  std::vector<std::string> why = executor_not_supported_reasons(p, mask.shape, options);
+  for (std::string& s : tensor_not_supported_reasons(q, k, v, o)) why.push_back(std::move(s));
+  if (mask.tiles.size() > (std::size_t{1} << 31)) why.push_back("mask too large");
+  return why;
 }
 
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -207,7 +133,8 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.cu_kv = cu_kv;
   f.causal = p.causal ? 1 : 0;
   f.scale_log2 = scale_log2(p.softmax_scale());
-  f.row_ptr = dmask.row_ptr();
+  f.row_begin = dmask.row_begin();
+  f.row_end = dmask.row_end();
   f.tiles = dmask.tiles();
   f.tile_q = dmask.tile_q();
   f.tile_k = dmask.tile_k();

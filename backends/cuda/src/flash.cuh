@@ -40,8 +40,10 @@ struct FlashParams {
   const std::int64_t* cu_kv;  // device, B+1, or null
   int causal;
   float scale_log2;
-  // mask (device)
-  const std::int64_t* row_ptr;
+  // mask (device): mask row r lists tiles[row_begin[r] .. row_end[r]) (DeviceTileMask: row_end = row_begin + 1
+  // for an uploaded CSR mask; rows of fixed capacity for a mask an estimator built on the device)
+  const std::int64_t* row_begin;
+  const std::int64_t* row_end;
   const std::int32_t* tiles;
   int tile_q, tile_k, mask_heads, num_q_tiles;
   // Merged work items (mask tile_q of 16 or 32): per (b, mask head, 64-row block) the union of its member

@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
     count = static_cast<int>(p.item_ptr[item + 1] - p.item_ptr[item]);
   } else {
     const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + row0 / p.tile_q;
-    tiles = p.tiles + p.row_ptr[mrow];
-    count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+    tiles = p.tiles + p.row_begin[mrow];
+    count = static_cast<int>(p.row_end[mrow] - p.row_begin[mrow]);
   }
   const bool causal = p.causal != 0;
   const int last_row = min(row0 + kBM, nq) - 1;

@@ -148,8 +148,8 @@ struct Scheduler {
     it.off_q = p.cu_q ? p.cu_q[it.b] : 0;
     it.off_kv = p.cu_kv ? p.cu_kv[it.b] : 0;
     const std::int64_t mrow = (static_cast<std::int64_t>(it.b) * p.mask_heads + mh) * p.num_q_tiles + it.row0 / p.tile_q;
-    it.tiles = p.tiles + p.row_ptr[mrow];
-    it.count = static_cast<int>(p.row_ptr[mrow + 1] - p.row_ptr[mrow]);
+    it.tiles = p.tiles + p.row_begin[mrow];
+    it.count = static_cast<int>(p.row_end[mrow] - p.row_begin[mrow]);
     const int last_row = min(it.row0 + kBM, it.nq) - 1;
     it.limit = mask_policy::block_key_end(last_row, it.nq, it.nkv, p.causal != 0);
     it.chunks = (it.count * p.tile_k + kBN - 1) / kBN;

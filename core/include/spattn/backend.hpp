@@ -39,6 +39,18 @@ class Backend {
   /// Stage 1 of the method; arguments already validated and covered.
   virtual Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q,
                             const TensorView& k, const EstimateOptions& options) const;
+
+  /// Empty when this backend runs estimate → attend as one pipeline that keeps the mask in its own memory (no
+  /// host round trip between the stages); the dispatcher otherwise runs estimate() and attend() separately.
+  /// The default: no such pipeline. `options` already carry the method's executor options.
+  virtual std::vector<std::string> sparse_attention_not_supported_reasons(const MethodConfig& config,
+                                                                          const Problem& problem, const TensorView& q,
+                                                                          const TensorView& k, const TensorView& v,
+                                                                          const TensorView& o,
+                                                                          const AttendOptions& options) const;
+  virtual SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem,
+                                                 const TensorView& q, const TensorView& k, const TensorView& v,
+                                                 const TensorView& o, const AttendOptions& options) const;
 };
 
 }  // namespace spattn

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "spattn/attend_options.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/online_softmax.hpp"
 
@@ -31,6 +32,12 @@ struct Estimate {
   std::vector<SoftmaxState> anchor_state;
   std::int64_t candidates = 0;  ///< decisions the method's rule made (candidate blocks / stripe keys), where counted
   std::int64_t selected = 0;    ///< of those, kept
+};
+
+/// What sparse_attention() returns: the estimate (its mask on the host) and the executor's counts.
+struct SparseAttentionResult {
+  Estimate estimate;
+  AttendStats attend;
 };
 
 }  // namespace spattn

@@ -57,6 +57,23 @@ SPATTN_INLINE I block_key_end(I last, I nq, I nkv, bool causal) {
   return row_key_end(last, nq, nkv, causal);
 }
 
+/// Key tiles query tile t (rows [t·tile_q, min((t+1)·tile_q, nq))) may list: those holding a key before the block
+/// key end of its last row. 0 for a tile past the end of the sequence.
+template <class I>
+SPATTN_INLINE I reachable_tiles(I t, I tile_q, I tile_k, I nq, I nkv, bool causal) {
+  const I first = t * tile_q;
+  if (first >= nq) return 0;
+  const I last = (first + tile_q < nq ? first + tile_q : nq) - 1;
+  return (block_key_end(last, nq, nkv, causal) + tile_k - 1) / tile_k;
+}
+
+/// The executors' work order inside one (batch, mask head): longest first — work item a (kept tiles ka) runs
+/// before b when it keeps more tiles, ties by lower index. Its rank, #{b : runs_before(b, a)}, is its place.
+template <class I>
+SPATTN_INLINE bool runs_before(I ka, I a, I kb, I b) {
+  return ka > kb || (ka == kb && a < b);
+}
+
 /// Keys [tile_begin, tile_end) of key tile t, clipped to `limit` (tile_end may be <= tile_begin: no key).
 template <class I>
 SPATTN_INLINE I tile_begin(I t, I tile_k) {

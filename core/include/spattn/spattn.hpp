@@ -38,10 +38,6 @@ AttendStats attend_dense(const Problem& problem, const TensorView& q, const Tens
 Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k,
                   const EstimateOptions& options = {});
 
-struct SparseAttentionResult {
-  Estimate estimate;
-  AttendStats attend;
-};
 /// estimate() then attend() over its mask, with the method's executor options (SpargeAttn's PV-skip) added to
 /// `options`. options.backend names the backend of both stages ("auto": the first that covers each).
 SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,

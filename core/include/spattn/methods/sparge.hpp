@@ -39,33 +39,53 @@ namespace spattn::sparge {
 
 // ---- Stage-1 rules (host + device; the reference's loops and every backend's estimator call these) ----
 
-/// Block self-similarity ‖(1/n') Σ_r x_r/‖x_r‖‖² over the n' non-zero rows of a [rows × d] block (row-major):
-/// the mean of the cosine Gram matrix including its diagonal. −1 when every row is zero (the caller treats
-/// that block as not self-similar). fp32, rows in order (IEEE sqrt and division); `scratch` holds d floats.
-SPATTN_INLINE float self_similarity(const float* x, std::int64_t rows, std::int64_t d, float* scratch) {
-  for (std::int64_t c = 0; c < d; ++c) scratch[c] = 0.0f;
-  std::int64_t nonzero = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * d;
-    float sq = 0.0f;
-    for (std::int64_t c = 0; c < d; ++c) sq += row[c] * row[c];
-    if (!(sq > 0.0f)) continue;
-    const float inv = 1.0f / std::sqrt(sq);
-    for (std::int64_t c = 0; c < d; ++c) scratch[c] += row[c] * inv;
-    ++nonzero;
-  }
+/// Block self-similarity ‖(1/n') Σ_r x_r/‖x_r‖‖² over the n' non-zero rows of a [rows × d] block: the mean of
+/// the cosine Gram matrix including its diagonal; −1 when every row is zero (the caller treats that block as not
+/// self-similar). fp32 in a fixed order, in three steps a GPU runs in parallel with the same bits:
+///   1. per row r (independent): inv_r = row_inv_norm(x_r) — squares summed over c in order, 1/√; −1 marks a
+///      row whose sum of squares is not > 0 (zero or NaN: left out);
+///   2. per column c (independent): u_c = Σ_r x_rc · inv_r over the non-zero rows in order (unit_sum);
+///   3. similarity_of(u, n', d) = Σ_c (u_c / n')² in order (u_c · (1/n') with one fp32 reciprocal).
+/// `value(r, c)` is the block's entry; the serial form below composes the steps (the reference's order).
+template <class Value>
+SPATTN_INLINE float row_inv_norm(Value value, std::int64_t r, std::int64_t d) {
+  float sq = 0.0f;
+  for (std::int64_t c = 0; c < d; ++c) sq += value(r, c) * value(r, c);
+  return sq > 0.0f ? 1.0f / std::sqrt(sq) : -1.0f;
+}
+template <class Value>
+SPATTN_INLINE float unit_sum(Value value, const float* inv, std::int64_t rows, std::int64_t c) {
+  float u = 0.0f;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (inv[r] >= 0.0f) u += value(r, c) * inv[r];
+  return u;
+}
+SPATTN_INLINE float similarity_of(const float* u, std::int64_t nonzero, std::int64_t d) {
   if (nonzero == 0) return -1.0f;
   float s = 0.0f;
   const float inv_n = 1.0f / static_cast<float>(nonzero);
   for (std::int64_t c = 0; c < d; ++c) {
-    const float m = scratch[c] * inv_n;
+    const float m = u[c] * inv_n;
     s += m * m;
   }
   return s;
 }
-/// Host convenience form (scratch resized to d).
+/// Serial form over a row-major block; `scratch` holds rows + d floats.
+SPATTN_INLINE float self_similarity(const float* x, std::int64_t rows, std::int64_t d, float* scratch) {
+  const auto value = [&](std::int64_t r, std::int64_t c) { return x[r * d + c]; };
+  float* inv = scratch;
+  float* u = scratch + rows;
+  std::int64_t nonzero = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    inv[r] = row_inv_norm(value, r, d);
+    nonzero += inv[r] >= 0.0f ? 1 : 0;
+  }
+  for (std::int64_t c = 0; c < d; ++c) u[c] = unit_sum(value, inv, rows, c);
+  return similarity_of(u, nonzero, d);
+}
+/// Host convenience form (scratch resized to rows + d).
 inline float self_similarity(const float* x, std::int64_t rows, std::int64_t d, std::vector<float>& scratch) {
-  scratch.resize(static_cast<std::size_t>(d));
+  scratch.resize(static_cast<std::size_t>(rows + d));
   return self_similarity(x, rows, d, scratch.data());
 }
 

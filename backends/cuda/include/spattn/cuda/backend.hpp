@@ -8,11 +8,20 @@ struct CUstream_st;
 
 namespace spattn::cuda {
 
-/// A TileMask copied to device memory once, for calls that reuse it (benchmarks, layers with a fixed mask).
-/// Keeps no reference to the TileMask it was built from (which may be a temporary): its shape is copied.
+/// A TileMask in device memory: uploaded from a host TileMask once (benchmarks, layers with a fixed mask), or
+/// built on the device by an estimator (Plan). Mask row r lists tiles()[row_begin()[r] .. row_end()[r]), ascending;
+/// an uploaded mask is CSR (row_end = row_begin + 1), an estimated one has rows of fixed capacity. Keeps no
+/// reference to a TileMask it was built from (which may be a temporary): its shape is copied.
 class DeviceTileMask {
  public:
-  explicit DeviceTileMask(const TileMask& mask);
+  /// Uploads `mask` and builds the executor's work lists (synchronous copies; the work order is built on
+  /// `stream`).
+  explicit DeviceTileMask(const TileMask& mask, CUstream_st* stream = nullptr);
+  /// Storage for a mask of `shape` whose rows an estimator fills on the device: each row holds up to
+  /// num_k_tiles() tiles, row_begin()[r] = r · num_k_tiles() (written here); the estimator writes the tiles and
+  /// row_end, then calls build_work_order(stream). tile_q must be a multiple of 64 (merged work items of
+  /// 16/32-row tiles are built on the host only).
+  explicit DeviceTileMask(const MaskShape& shape);
   ~DeviceTileMask();
   DeviceTileMask(const DeviceTileMask&) = delete;
   DeviceTileMask& operator=(const DeviceTileMask&) = delete;
@@ -22,8 +31,11 @@ class DeviceTileMask {
   std::int32_t tile_k() const { return shape_.tile_k; }
   std::int64_t mask_heads() const { return shape_.mask_heads; }
   std::int64_t num_q_tiles() const { return shape_.num_q_tiles(); }
-  const std::int64_t* row_ptr() const { return row_ptr_; }
+  const std::int64_t* row_begin() const { return row_begin_; }
+  const std::int64_t* row_end() const { return row_end_; }
   const std::int32_t* tiles() const { return tiles_; }
+  std::int64_t* row_end() { return row_end_; }
+  std::int32_t* tiles() { return tiles_; }
   /// Merged work items for query tiles of 16 or 32 rows (null otherwise): 64 / tile_q consecutive query tiles
   /// per item, the union of their kept key tiles and a membership byte per union tile (FlashParams::item_ptr;
   /// built in the constructor, backend.cu; read by flash_sm80_kernel's kMerged path, flash_sm80.cu).
@@ -31,21 +43,35 @@ class DeviceTileMask {
   const std::int32_t* item_tiles() const { return item_tiles_; }
   const std::uint8_t* item_members() const { return item_members_; }
   /// For tile_q a multiple of 128 (null otherwise): the mask's 128-row blocks (b, mask head, block) encoded
-  /// as (b * mask_heads + h) * order_blocks() + block, by (batch, mask head), then by kept key tiles, most first (ties by index),
-  /// blocks past a sequence's end left out. The sm90 kernel runs them in this order.
+  /// as (b * mask_heads + h) * order_blocks() + block, by (batch, mask head), then longest first
+  /// (mask_policy::runs_before), blocks past a sequence's end left out. The sm90 kernel runs them in this order.
   const std::int32_t* order() const { return order_; }
   int order_size() const { return order_size_; }
   int order_blocks() const { return order_blocks_; }
+  /// Builds order() from the rows on `stream` (a kernel: no host synchronisation, graph-capturable). No-op when
+  /// tile_q is not a multiple of 128.
+  void build_work_order(CUstream_st* stream) const;
+  /// The mask on the host (waits for `stream`).
+  TileMask download(CUstream_st* stream = nullptr) const;
+  /// Device bytes this mask holds.
+  std::size_t bytes() const { return bytes_; }
 
  private:
+  void allocate_order();
+  template <class T>
+  T* allocate(std::size_t n);
   MaskShape shape_;
-  std::int64_t* row_ptr_ = nullptr;
+  std::int64_t* row_begin_ = nullptr;
+  std::int64_t* row_end_ = nullptr;  ///< row_begin_ + 1 for an uploaded CSR mask (not owned then)
+  bool csr_ = true;
   std::int32_t* tiles_ = nullptr;
   std::int64_t* item_ptr_ = nullptr;
   std::int32_t* item_tiles_ = nullptr;
   std::uint8_t* item_members_ = nullptr;
   std::int32_t* order_ = nullptr;
+  std::int32_t* order_base_ = nullptr;  ///< per batch: first order entry of (b, mask head 0), and its block count
   int order_size_ = 0, order_blocks_ = 0;
+  std::size_t bytes_ = 0;
 };
 
 /// SpargeAttn's PV-skip for attend_async (AttendOptions::pv_threshold … in device form): one threshold per
@@ -76,6 +102,21 @@ class CudaBackend final : public Backend {
                                                  const AttendOptions& options) const override;
   AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TileMask& mask, const TensorView& o, const AttendOptions& options) const override;
+  /// The device estimators (SpargeAttn today): the mask is estimated in device memory and downloaded.
+  std::vector<std::string> estimate_not_supported_reasons(const MethodConfig& config, const Problem& problem,
+                                                          const TensorView& q, const TensorView& k,
+                                                          const EstimateOptions& options) const override;
+  Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k,
+                    const EstimateOptions& options) const override;
+  /// estimate → attend through a Plan: the mask stays on the device between the stages; the result's mask and
+  /// counts are downloaded after both are enqueued.
+  std::vector<std::string> sparse_attention_not_supported_reasons(const MethodConfig& config, const Problem& problem,
+                                                                  const TensorView& q, const TensorView& k,
+                                                                  const TensorView& v, const TensorView& o,
+                                                                  const AttendOptions& options) const override;
+  SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                                         const TensorView& k, const TensorView& v, const TensorView& o,
+                                         const AttendOptions& options) const override;
 };
 
 }  // namespace spattn::cuda

@@ -1,0 +1,47 @@
+// A method end to end on the GPU for one problem shape: estimate → mask in device memory → attend, with no host
+// round trip between the stages. The constructor validates and allocates everything once (estimator workspace,
+// the device mask, sequence offsets, PV-skip thresholds); estimate() / attend() / run() then only enqueue kernels
+// on the caller's stream — no allocation, no synchronisation — so a run can be captured in a CUDA graph and
+// replayed on new inputs in the same buffers. sparse_attention() on CUDA tensors uses one per call.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spattn/cuda/backend.hpp"
+
+namespace spattn::cuda {
+
+class Plan {
+ public:
+  /// Why this backend cannot plan `config` for `problem` (estimator and executor; empty: it can).
+  static std::vector<std::string> not_supported_reasons(const MethodConfig& config, const Problem& problem);
+  /// Throws spattn::Error with the reasons when not supported. options: the executor's (lse, PV-skip, …); the
+  /// method's own executor options (SpargeAttn's pv_threshold) are added as sparse_attention() does.
+  Plan(const MethodConfig& config, const Problem& problem, const AttendOptions& options = {});
+  ~Plan();
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  /// Enqueues the estimate of q, k into mask().
+  void estimate(const TensorView& q, const TensorView& k, CUstream_st* stream = nullptr);
+  /// Enqueues the executor over mask() (the last estimate enqueued before it on `stream`).
+  void attend(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+              CUstream_st* stream = nullptr);
+  /// estimate() then attend().
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+           CUstream_st* stream = nullptr);
+
+  const DeviceTileMask& mask() const;
+  /// Device bytes held: estimator workspace + mask + counters.
+  std::size_t workspace_bytes() const;
+  /// Counts of the last attend() (empty rows, PV-skipped pairs, visited tiles): waits for `stream`.
+  AttendStats stats(CUstream_st* stream = nullptr) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spattn::cuda

@@ -1,0 +1,175 @@
+// DeviceTileMask (spattn/cuda/backend.hpp): a mask in device memory and the executor's work lists over it —
+// the longest-first order of 128-row blocks for the sm90 kernel (built on the device by one kernel, for uploaded
+// and estimated masks alike) and the merged 64-row work items of 16/32-row query tiles for the sm80 kernel.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "spattn/cuda/backend.hpp"
+#include "spattn/error.hpp"
+#include "spattn/mask_policy.hpp"
+
+namespace spattn::cuda {
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("cuda backend: ", what, ": ", cudaGetErrorString(e));
+}
+
+/// One CTA per (batch, mask head): each 128-row block's rank under mask_policy::runs_before among the blocks of
+/// its (batch, head) is its place in the order. Kept counts are staged in shared memory (blocks ≤ smem / 4).
+/// base[2b] = first order entry of (b, mask head 0), base[2b + 1] = 128-row blocks of sequence b.
+__global__ void work_order_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, int num_q_tiles,
+                                  int per_tile, int mask_heads, int blocks, const std::int32_t* base,
+                                  std::int32_t* order) {
+  extern __shared__ std::int64_t kept[];
+  const int bh = static_cast<int>(blockIdx.x), b = bh / mask_heads, h = bh % mask_heads;
+  const int nb = base[2 * b + 1];
+  for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+    const std::int64_t r = static_cast<std::int64_t>(bh) * num_q_tiles + i / per_tile;
+    kept[i] = row_end[r] - row_begin[r];
+  }
+  __syncthreads();
+  const std::int64_t first = base[2 * b] + static_cast<std::int64_t>(h) * nb;
+  for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+    int rank = 0;
+    for (int j = 0; j < nb; ++j) rank += mask_policy::runs_before<std::int64_t>(kept[j], j, kept[i], i) ? 1 : 0;
+    order[first + rank] = bh * blocks + i;
+  }
+}
+
+}  // namespace
+
+template <class T>
+T* DeviceTileMask::allocate(std::size_t n) {
+  T* p = nullptr;
+  check(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
+  bytes_ += std::max<std::size_t>(n, 1) * sizeof(T);
+  return p;
+}
+
+void DeviceTileMask::allocate_order() {
+  if (shape_.tile_q % 128 != 0) return;
+  const std::int64_t blocks = (shape_.seqlen_q + 127) / 128;
+  if (shape_.batch * shape_.mask_heads * blocks > INT32_MAX) fail("cuda backend: mask too large");
+  std::vector<std::int32_t> base;
+  std::int64_t total = 0;
+  for (std::int64_t b = 0; b < shape_.batch; ++b) {
+    const std::int64_t nb = (shape_.seqlen_q_of(b) + 127) / 128;
+    base.push_back(static_cast<std::int32_t>(total));
+    base.push_back(static_cast<std::int32_t>(nb));
+    total += nb * shape_.mask_heads;
+  }
+  order_size_ = static_cast<int>(total);
+  order_blocks_ = static_cast<int>(blocks);
+  order_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
+  order_base_ = allocate<std::int32_t>(base.size());
+  check(cudaMemcpy(order_base_, base.data(), base.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (blocks * sizeof(std::int64_t) > 48 * 1024)
+    check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(blocks * sizeof(std::int64_t))),
+          "work order: shared memory for this sequence length");
+}
+
+void DeviceTileMask::build_work_order(CUstream_st* stream) const {
+  if (order_ == nullptr || order_size_ == 0) return;
+  const auto grid = static_cast<unsigned>(shape_.batch * shape_.mask_heads);
+  work_order_kernel<<<grid, 256, static_cast<std::size_t>(order_blocks_) * sizeof(std::int64_t), stream>>>(
+      row_begin_, row_end_, static_cast<int>(shape_.num_q_tiles()), shape_.tile_q / 128,
+      static_cast<int>(shape_.mask_heads), order_blocks_, order_base_, order_);
+  check(cudaGetLastError(), "work order kernel launch");
+}
+
+DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream) : shape_(mask.shape) {
+  if (mask.shape.tile_q < 64) {  // work items of 64 / tile_q consecutive query tiles (exact semantics)
+    const std::int64_t per_item = 64 / mask.shape.tile_q;
+    const std::int64_t blocks = (mask.shape.seqlen_q + 63) / 64, tq = mask.shape.num_q_tiles();
+    std::vector<std::int64_t> ptr = {0};
+    std::vector<std::int32_t> keys;
+    std::vector<std::uint8_t> members;
+    std::vector<std::int32_t> merged;
+    for (std::int64_t bh = 0; bh < mask.shape.batch * mask.shape.mask_heads; ++bh)
+      for (std::int64_t blk = 0; blk < blocks; ++blk) {
+        merged.clear();
+        for (std::int64_t m = 0; m < per_item && blk * per_item + m < tq; ++m) {
+          const std::int64_t r = bh * tq + blk * per_item + m;
+          merged.insert(merged.end(), mask.tiles.begin() + mask.row_ptr[r], mask.tiles.begin() + mask.row_ptr[r + 1]);
+        }
+        std::sort(merged.begin(), merged.end());
+        merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+        for (std::int32_t k : merged) {
+          std::uint8_t bits = 0;
+          for (std::int64_t m = 0; m < per_item && blk * per_item + m < tq; ++m) {
+            const std::int64_t r = bh * tq + blk * per_item + m;
+            if (std::binary_search(mask.tiles.begin() + mask.row_ptr[r], mask.tiles.begin() + mask.row_ptr[r + 1], k))
+              bits = static_cast<std::uint8_t>(bits | (1u << m));
+          }
+          keys.push_back(k);
+          members.push_back(bits);
+        }
+        ptr.push_back(static_cast<std::int64_t>(keys.size()));
+      }
+    item_ptr_ = allocate<std::int64_t>(ptr.size());
+    item_tiles_ = allocate<std::int32_t>(keys.size());
+    item_members_ = allocate<std::uint8_t>(members.size());
+    check(cudaMemcpy(item_ptr_, ptr.data(), ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+    if (!keys.empty()) {
+      check(cudaMemcpy(item_tiles_, keys.data(), keys.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+      check(cudaMemcpy(item_members_, members.data(), members.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    }
+  }
+  row_begin_ = allocate<std::int64_t>(mask.row_ptr.size());
+  row_end_ = row_begin_ + 1;
+  check(cudaMemcpy(row_begin_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  tiles_ = allocate<std::int32_t>(mask.tiles.size());
+  if (!mask.tiles.empty())
+    check(cudaMemcpy(tiles_, mask.tiles.data(), mask.tiles.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+  allocate_order();
+  build_work_order(stream);
+}
+
+DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(false) {
+  if (shape.tile_q % 64 != 0) fail("cuda backend: a mask built on the device needs tile_q a multiple of 64, got ", shape.tile_q);
+  const std::int64_t rows = shape.num_rows(), cap = shape.num_k_tiles();
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) begin[static_cast<std::size_t>(r)] = r * cap;
+  row_begin_ = allocate<std::int64_t>(begin.size());
+  row_end_ = allocate<std::int64_t>(begin.size());
+  check(cudaMemcpy(row_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(row_end_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(rows * cap));
+  allocate_order();
+}
+
+TileMask DeviceTileMask::download(CUstream_st* stream) const {
+  check(cudaStreamSynchronize(stream), "synchronize");
+  const std::int64_t rows = shape_.num_rows();
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(rows)), end(begin.size());
+  if (rows > 0) {
+    check(cudaMemcpy(begin.data(), row_begin_, begin.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpy(end.data(), row_end_, end.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  }
+  const std::size_t stored = csr_ ? static_cast<std::size_t>(rows > 0 ? end.back() : 0)
+                                  : static_cast<std::size_t>(rows * shape_.num_k_tiles());
+  std::vector<std::int32_t> all(stored);
+  if (stored > 0) check(cudaMemcpy(all.data(), tiles_, stored * sizeof(std::int32_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  std::vector<std::vector<std::int32_t>> lists(begin.size());
+  for (std::size_t r = 0; r < lists.size(); ++r) lists[r].assign(all.begin() + begin[r], all.begin() + end[r]);
+  return TileMask::from_rows(shape_, std::move(lists));
+}
+
+DeviceTileMask::~DeviceTileMask() {
+  cudaFree(row_begin_);
+  if (!csr_) cudaFree(row_end_);
+  cudaFree(tiles_);
+  cudaFree(item_ptr_);
+  cudaFree(item_tiles_);
+  cudaFree(item_members_);
+  cudaFree(order_);
+  cudaFree(order_base_);
+}
+
+}  // namespace spattn::cuda

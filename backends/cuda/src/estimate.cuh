@@ -1,0 +1,102 @@
+// Device building blocks of the CUDA estimators (sparge.cu, …): where a sequence's rows are, an element as fp32,
+// block-wide reductions, the selection order as a sort, and the write of one mask row. The decisions themselves are
+// the core's (spattn/methods/*.hpp, topcdf.hpp, pooling.hpp, mask_policy.hpp); the estimator files are compiled
+// with --fmad=false so the core's fp32 expressions round exactly as on the host (DESIGN.md §5.3).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "spattn/topcdf.hpp"
+
+namespace spattn::cuda::detail {
+
+/// The problem's sequences on the device: lengths and the row of element (b, ·, i) along N (packed varlen).
+struct Seqs {
+  int batch = 1;
+  std::int64_t nq = 0, nkv = 0;  ///< fixed lengths (maxima when variable-length)
+  const std::int64_t* cu_q = nullptr;
+  const std::int64_t* cu_kv = nullptr;
+  bool causal = false;
+  __device__ std::int64_t len_q(int b) const { return cu_q ? cu_q[b + 1] - cu_q[b] : nq; }
+  __device__ std::int64_t len_kv(int b) const { return cu_kv ? cu_kv[b + 1] - cu_kv[b] : nkv; }
+};
+
+/// A [B, H, N, D] tensor of T (fp16/bf16) read as fp32 (exact conversion). Variable-length batches are packed
+/// [1, H, total, D]: sequence b starts at row cu[b].
+template <class T>
+struct Rows {
+  const T* data;
+  std::int64_t sb, sh, sn;
+  const std::int64_t* cu;  ///< offsets of a packed batch, or null
+  __device__ const T* row(int b, int h, std::int64_t i) const {
+    return data + (cu ? (cu[b] + i) * sn : b * sb + i * sn) + h * sh;
+  }
+};
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+/// Block-wide max and sum (any order: max is exact; the sum is of integers). `scratch` holds 32 entries.
+template <class V, class Op>
+__device__ V block_reduce(V v, Op op, V* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = (blockDim.x + 31) / 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[0];
+  for (int w = 1; w < warps; ++w) v = op(v, scratch[w]);
+  return v;
+}
+
+/// The selection order (selection_before: value descending, ties by lower index) as one 64-bit ascending key:
+/// values are ≥ 0 (2^(x − max)), whose bit patterns order like the values.
+__device__ __forceinline__ std::uint64_t selection_key(float value, int index) {
+  return (static_cast<std::uint64_t>(~__float_as_uint(value)) << 32) | static_cast<std::uint32_t>(index);
+}
+__device__ __forceinline__ float key_value(std::uint64_t key) { return __uint_as_float(~static_cast<std::uint32_t>(key >> 32)); }
+__device__ __forceinline__ int key_index(std::uint64_t key) { return static_cast<int>(key & 0xffffffffu); }
+constexpr std::uint64_t kNoKey = ~std::uint64_t{0};  ///< after every key
+
+/// Ascending bitonic sort of n (a power of two) keys in shared memory by the whole block.
+__device__ inline void block_sort(std::uint64_t* keys, int n) {
+  for (int size = 2; size <= n; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      __syncthreads();
+      for (int i = threadIdx.x; i < n / 2; i += blockDim.x) {
+        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+        const bool up = (lo & size) == 0;
+        const std::uint64_t a = keys[lo], b = keys[hi];
+        if ((a > b) == up) keys[lo] = b, keys[hi] = a;
+      }
+    }
+  __syncthreads();
+}
+
+/// Writes the indices j < n with keep[j] != 0, ascending, to out; returns their count (to every thread).
+/// `scan` holds blockDim.x ints.
+__device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* out, int* scan) {
+  const int per = (n + blockDim.x - 1) / blockDim.x, first = threadIdx.x * per;
+  const int last = first + per < n ? first + per : n;
+  int mine = 0;
+  for (int j = first; j < last; ++j) mine += keep[j] ? 1 : 0;
+  __syncthreads();
+  scan[threadIdx.x] = mine;
+  __syncthreads();
+  for (int o = 1; o < static_cast<int>(blockDim.x); o <<= 1) {  // inclusive Hillis–Steele scan
+    const int add = threadIdx.x >= static_cast<unsigned>(o) ? scan[threadIdx.x - o] : 0;
+    __syncthreads();
+    scan[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int at = scan[threadIdx.x] - mine;
+  for (int j = first; j < last; ++j)
+    if (keep[j]) out[at++] = j;
+  const int total = scan[blockDim.x - 1];
+  __syncthreads();
+  return total;
+}
+
+}  // namespace spattn::cuda::detail

@@ -1,0 +1,320 @@
+// SpargeAttn Stage 1 on the GPU (research/spargeattn.md §3; the rules: spattn/methods/sparge.hpp), with the
+// reference's bits: every fp32 value is computed in the core's fixed order (pooling.hpp's column means,
+// sparge::row_inv_norm / unit_sum / similarity_of, dot_lanes8 scores, exp2_det weights, top_cdf_count on the
+// sorted row), this file compiled with --fmad=false. Three kernels, all on the caller's stream:
+//   1. key_mean: the mean key of each (batch, KV head), one thread per column summing the rows in order;
+//   2. pool (twice): per block of rows, its mean and self-similarity (keys centred by 1.); one CTA per block;
+//   3. select: per (batch, query head, query block) — one CTA — pooled scores, candidates and forced blocks, the
+//      selection order as a bitonic sort of (weight, index) keys, top-k or TopCdf, diagonal and sink blocks; the
+//      kept blocks are written in ascending order into the row's slot of the DeviceTileMask.
+// Workspace (allocated once per shape): means [B·H·T·D] and similarities [B·H·T] of query and key blocks, plus
+// the mean key per KV head: O(B·H·(N/block)·D) floats; the mask holds B·Hq·Tq·Tk tile slots.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "estimate.cuh"
+#include "estimators.cuh"
+#include "spattn/error.hpp"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/sparge.hpp"
+#include "spattn/pooling.hpp"
+#include "spattn/topcdf.hpp"
+
+namespace spattn::cuda {
+namespace {
+
+using detail::Rows;
+using detail::Seqs;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("cuda sparge estimator: ", what, ": ", cudaGetErrorString(e));
+}
+
+constexpr int kPoolThreads = 128, kSelectThreads = 256;
+constexpr int kMaxSortKeys = 16384;     ///< key blocks per row the select kernel sorts in shared memory
+constexpr int kMaxSharedBytes = 227 * 1024;
+
+/// Mean of the (batch, KV head)'s keys: column c summed over the sequence's rows in order (pooling.hpp).
+template <class T>
+__global__ void key_mean_kernel(Rows<T> k, Seqs seqs, int heads_kv, int d, float* mu) {
+  const int bh = static_cast<int>(blockIdx.x), b = bh / heads_kv, h = bh % heads_kv;
+  const std::int64_t n = seqs.len_kv(b);
+  for (int c = threadIdx.x; c < d; c += blockDim.x)
+    mu[static_cast<std::int64_t>(bh) * d + c] = column_mean([&](std::int64_t r) { return detail::to_float(k.row(b, h, r)[c]); }, n);
+}
+
+/// Block j of (batch, head) blockIdx.y: its rows (minus `centre` when given) staged as fp32 with row stride d + 1,
+/// then the block mean (one thread per column) and the self-similarity (row norms in parallel, column sums in
+/// parallel, the final sum by one thread: the core's three steps).
+template <class T>
+__global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int block, int d, int slots,
+                            const float* centre, float* mean, float* sim) {
+  extern __shared__ float stage[];
+  const int j = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / heads, h = bh % heads;
+  const std::int64_t n = is_q ? seqs.len_q(b) : seqs.len_kv(b), first = static_cast<std::int64_t>(j) * block;
+  if (first >= n) return;
+  const int rows = static_cast<int>(n - first < block ? n - first : block), ld = d + 1;
+  float* inv = stage + rows * ld;
+  float* u = inv + rows;
+  const float* mu = centre ? centre + static_cast<std::int64_t>(bh) * d : nullptr;
+  for (int e = threadIdx.x; e < rows * d; e += blockDim.x) {
+    const int r = e / d, c = e % d;
+    const float v = detail::to_float(x.row(b, h, first + r)[c]);
+    stage[r * ld + c] = mu ? v - mu[c] : v;  // subtract_mean's fp32 subtraction
+  }
+  __syncthreads();
+  const auto value = [&](std::int64_t r, std::int64_t c) { return stage[r * ld + c]; };
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) inv[r] = sparge::row_inv_norm(value, r, d);
+  __syncthreads();
+  const std::int64_t at = static_cast<std::int64_t>(bh) * slots + j;
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    mean[at * d + c] = column_mean([&](std::int64_t r) { return stage[r * ld + c]; }, rows);
+    u[c] = sparge::unit_sum(value, inv, rows, c);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int nonzero = 0;
+    for (int r = 0; r < rows; ++r) nonzero += inv[r] >= 0.0f ? 1 : 0;
+    sim[at] = sparge::similarity_of(u, nonzero, d);
+  }
+}
+
+struct SelectArgs {
+  Seqs seqs;
+  int heads_q, heads_kv, d, block_q, block_k, tq, tk, sort_keys;
+  float scale_log2, topk;
+  bool sink;
+  const float* theta;          ///< per query head
+  const float* tau;            ///< per query head
+  const std::uint8_t* dense;   ///< per query head
+  const float *q_mean, *q_sim, *k_mean, *k_sim;
+  std::int64_t* row_end;
+  std::int32_t* tiles;
+};
+
+// keep[] bits: 1 = kept, 2 = candidate of the selection.
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
+  extern __shared__ std::uint64_t dyn[];
+  __shared__ float fscratch[32];
+  __shared__ int iscratch[32];
+  __shared__ int scan[kSelectThreads];
+  __shared__ int cut;
+  std::uint64_t* keys = dyn;                                // sort_keys
+  float* x = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys: scores, then sorted weights
+  float* qm = x + a.sort_keys;                              // d
+  auto* keep = reinterpret_cast<std::uint8_t*>(qm + a.d);   // sort_keys
+  const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y);
+  const int b = bh / a.heads_q, h = bh % a.heads_q, hkv = h / (a.heads_q / a.heads_kv);
+  const std::int64_t r = static_cast<std::int64_t>(bh) * a.tq + i, slot = r * a.tk;
+  const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
+  const int reach = static_cast<int>(
+      mask_policy::reachable_tiles<std::int64_t>(i, a.block_q, a.block_k, nq, nkv, a.seqs.causal));
+  if (reach == 0) {
+    if (threadIdx.x == 0) a.row_end[r] = slot;
+    return;
+  }
+  const int blocks_k = static_cast<int>((nkv + a.block_k - 1) / a.block_k);
+  const float theta = a.theta[h];
+  for (int c = threadIdx.x; c < a.d; c += blockDim.x) qm[c] = a.q_mean[r * a.d + c];
+  const bool forced = sparge::row_forced(a.dense[h] != 0, sparge::self_similar(a.q_sim[r], theta));
+  const std::int64_t kbase = (static_cast<std::int64_t>(b) * a.heads_kv + hkv) * a.tk;
+  __syncthreads();
+  float m = -INFINITY;
+  int candidates = 0;
+  for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x) {
+    if (j >= blocks_k) {
+      keep[j] = 0;
+      continue;
+    }
+    const bool similar = sparge::self_similar(a.k_sim[kbase + j], theta);
+    const bool cand = sparge::candidate(j, reach, similar);
+    keep[j] = static_cast<std::uint8_t>((j < reach && (forced || sparge::column_forced(similar)) ? 1 : 0) | (cand ? 2 : 0));
+    x[j] = cand ? sparge::pooled_score(qm, a.k_mean + (kbase + j) * a.d, a.d, a.scale_log2) : -INFINITY;
+    if (cand) m = fmaxf(m, x[j]), ++candidates;
+  }
+  m = detail::block_reduce(m, [](float u, float v) { return fmaxf(u, v); }, fscratch);
+  candidates = detail::block_reduce(candidates, [](int u, int v) { return u + v; }, iscratch);
+  if (sparge::scores_usable(candidates, m)) {
+    for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x)
+      keys[j] = j < blocks_k && (keep[j] & 2) ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
+    detail::block_sort(keys, a.sort_keys);
+    if (a.topk > 0.0f) {
+      const std::int64_t kk = sparge::topk_count(a.topk, reach);
+      if (threadIdx.x == 0) cut = static_cast<int>(kk < candidates ? kk : candidates);
+    } else {
+      for (int t = threadIdx.x; t < candidates; t += blockDim.x) x[t] = detail::key_value(keys[t]);
+      __syncthreads();
+      if (threadIdx.x == 0) cut = top_cdf_count(x, candidates, a.tau[h], 1, false);
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < cut; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
+  } else if (candidates > 0) {  // non-finite pooled scores: the row keeps every block
+    for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] |= 1;
+  }
+  __syncthreads();
+  if (a.seqs.causal) {
+    const std::int64_t first = static_cast<std::int64_t>(i) * a.block_q;
+    const std::int64_t last = (first + a.block_q < nq ? first + a.block_q : nq) - 1;
+    const sparge::BlockRange diag = sparge::diagonal_blocks(first, last, nkv - nq, a.block_k, reach);
+    for (std::int64_t j = diag.first + threadIdx.x; j <= diag.last; j += blockDim.x) keep[j] |= 1;
+  }
+  if (a.sink && threadIdx.x == 0) keep[0] |= 1;
+  __syncthreads();
+  for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] &= 1;
+  __syncthreads();
+  const int count = detail::write_kept(keep, reach, a.tiles + slot, scan);
+  if (threadIdx.x == 0) a.row_end[r] = slot + count;
+}
+
+int pow2_at_least(std::int64_t n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+std::size_t pool_bytes(int block, std::int64_t d) { return static_cast<std::size_t>(block * (d + 1) + block + d) * sizeof(float); }
+std::size_t select_bytes(int keys, std::int64_t d) {
+  return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1) + static_cast<std::size_t>(d) * sizeof(float);
+}
+
+template <class T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  void allocate(std::size_t count) {
+    n = std::max<std::size_t>(count, 1);
+    check(cudaMalloc(&ptr, n * sizeof(T)), "cudaMalloc");
+  }
+  void upload(const std::vector<T>& host) {
+    allocate(host.size());
+    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  std::size_t bytes() const { return n * sizeof(T); }
+};
+
+class SpargeEstimator final : public DeviceEstimator {
+ public:
+  SpargeEstimator(const sparge::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv)
+      : c_(c), p_(p), shape_(MaskShape::of(p, c.block_q, c.block_k)) {
+    seqs_.batch = static_cast<int>(p.batch);
+    seqs_.nq = p.seqlen_q;
+    seqs_.nkv = p.seqlen_kv;
+    seqs_.cu_q = cu_q;
+    seqs_.cu_kv = cu_kv;
+    seqs_.causal = p.causal;
+    std::vector<float> theta, tau;
+    std::vector<std::uint8_t> dense;
+    for (std::int64_t h = 0; h < p.heads_q; ++h) {
+      theta.push_back(c.theta_of(h));
+      tau.push_back(c.tau_of(h));
+      dense.push_back(c.dense_head(h) ? 1 : 0);
+    }
+    theta_.upload(theta);
+    tau_.upload(tau);
+    dense_.upload(dense);
+    const std::int64_t d = p.head_dim, tq = shape_.num_q_tiles(), tk = shape_.num_k_tiles();
+    k_mu_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * d));
+    k_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
+    k_sim_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk));
+    q_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
+    q_sim_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq));
+    sort_keys_ = pow2_at_least(std::max<std::int64_t>(tk, 1));
+    if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
+    else set_limits<__half>();
+  }
+
+  MaskShape shape() const override { return shape_; }
+  std::size_t workspace_bytes() const override {
+    return theta_.bytes() + tau_.bytes() + dense_.bytes() + k_mu_.bytes() + k_mean_.bytes() + k_sim_.bytes() +
+           q_mean_.bytes() + q_sim_.bytes();
+  }
+
+  void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
+    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
+    else launch<__half>(q, k, mask, stream);
+  }
+
+ private:
+  template <class T>
+  void set_limits() {
+    const std::int64_t d = p_.head_dim;
+    check(cudaFuncSetAttribute(pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(pool_bytes(std::max(c_.block_q, c_.block_k), d))),
+          "shared memory");
+    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(select_bytes(sort_keys_, d))),
+          "shared memory");
+  }
+
+  template <class T>
+  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) {
+    const int d = static_cast<int>(p_.head_dim), hq = static_cast<int>(p_.heads_q), hkv = static_cast<int>(p_.heads_kv);
+    const int tq = static_cast<int>(shape_.num_q_tiles()), tk = static_cast<int>(shape_.num_k_tiles());
+    const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, seqs_.cu_q};
+    const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, seqs_.cu_kv};
+    const auto bq = static_cast<unsigned>(p_.batch);
+    key_mean_kernel<T><<<bq * hkv, 128, 0, stream>>>(kr, seqs_, hkv, d, k_mu_.ptr);
+    pool_kernel<T><<<dim3(tk, bq * hkv), kPoolThreads, pool_bytes(c_.block_k, d), stream>>>(
+        kr, seqs_, false, hkv, c_.block_k, d, tk, k_mu_.ptr, k_mean_.ptr, k_sim_.ptr);
+    pool_kernel<T><<<dim3(tq, bq * hq), kPoolThreads, pool_bytes(c_.block_q, d), stream>>>(
+        qr, seqs_, true, hq, c_.block_q, d, tq, nullptr, q_mean_.ptr, q_sim_.ptr);
+    SelectArgs a{};
+    a.seqs = seqs_;
+    a.heads_q = hq;
+    a.heads_kv = hkv;
+    a.d = d;
+    a.block_q = c_.block_q;
+    a.block_k = c_.block_k;
+    a.tq = tq;
+    a.tk = tk;
+    a.sort_keys = sort_keys_;
+    a.scale_log2 = scale_log2(p_.softmax_scale());
+    a.topk = c_.topk;
+    a.sink = c_.attention_sink;
+    a.theta = theta_.ptr;
+    a.tau = tau_.ptr;
+    a.dense = dense_.ptr;
+    a.q_mean = q_mean_.ptr;
+    a.q_sim = q_sim_.ptr;
+    a.k_mean = k_mean_.ptr;
+    a.k_sim = k_sim_.ptr;
+    a.row_end = mask.row_end();
+    a.tiles = mask.tiles();
+    select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_, d), stream>>>(a);
+    check(cudaGetLastError(), "kernel launch");
+    mask.build_work_order(stream);
+  }
+
+  sparge::Config c_;
+  Problem p_;
+  MaskShape shape_;
+  Seqs seqs_;
+  int sort_keys_ = 1;
+  DeviceBuffer<float> theta_, tau_;
+  DeviceBuffer<std::uint8_t> dense_;
+  DeviceBuffer<float> k_mu_, k_mean_, k_sim_, q_mean_, q_sim_;
+};
+
+}  // namespace
+
+std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& c, const Problem& p) {
+  std::vector<std::string> why;
+  const MaskShape shape = MaskShape::of(p, c.block_q, c.block_k);
+  if (c.block_q % 64 != 0) why.push_back("the CUDA SpargeAttn estimator needs block_q a multiple of 64");
+  if (pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > kMaxSortKeys)
+    why.push_back("the CUDA SpargeAttn estimator sorts at most 16384 key blocks per row (longer sequences: a larger block_k)");
+  if (pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > kMaxSharedBytes ||
+      select_bytes(pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > kMaxSharedBytes)
+    why.push_back("the CUDA SpargeAttn estimator's blocks (block × head_dim) do not fit in shared memory");
+  if (p.batch * p.heads_q > 65535) why.push_back("the CUDA SpargeAttn estimator takes at most 65535 (batch, head) pairs");
+  return why;
+}
+
+std::unique_ptr<DeviceEstimator> make_sparge_estimator(const sparge::Config& c, const Problem& p,
+                                                       const std::int64_t* cu_q, const std::int64_t* cu_kv) {
+  return std::make_unique<SpargeEstimator>(c, p, cu_q, cu_kv);
+}
+
+}  // namespace spattn::cuda

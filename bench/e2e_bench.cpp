@@ -1,0 +1,150 @@
+// End to end on the GPU (issue 14): SpargeAttn's device estimator + the CUDA executor through cuda::Plan, against
+// spattn's own dense CUDA attention on the same inputs (and cuDNN / FlexAttention in bench/e2e_peers.py, same
+// session). llm workload, causal bf16, B = 1, Hq = 32, Hkv = 8, D = 128. CUDA events, 3 warm-ups, median of 10.
+// Per config: mask density (kept / reachable tiles), estimate / attend / estimate+attend times, relative L1 error
+// of the output against dense attention, device workspace. Writes each mask's 128 × 64 block bitmap
+// [Hq, Tq, Tk] as OUT_DIR/mask_<N>_<name>.npy (if OUT_DIR is set) for the FlexAttention peer.
+//   ./spattn_bench_e2e [N ...]      (default 32768 131072)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "spattn/cuda/plan.hpp"
+#include "spattn/npy.hpp"
+#include "spattn/spattn.hpp"
+#include "spattn/workload.hpp"
+
+using namespace spattn;
+
+namespace {
+
+void ck(cudaError_t e) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "CUDA error: %s\n", cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+template <class F>
+float median_ms(F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> t;
+  cudaEvent_t a, b;
+  ck(cudaEventCreate(&a));
+  ck(cudaEventCreate(&b));
+  for (int i = 0; i < 10; ++i) {
+    ck(cudaEventRecord(a));
+    f();
+    ck(cudaEventRecord(b));
+    ck(cudaEventSynchronize(b));
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Device {
+  void* ptr = nullptr;
+  explicit Device(std::size_t bytes) { ck(cudaMalloc(&ptr, bytes)); }
+  ~Device() { cudaFree(ptr); }
+};
+
+TensorView upload(const HostTensor& t, Device& d) {
+  ck(cudaMemcpy(d.ptr, t.data(), t.size_bytes(), cudaMemcpyHostToDevice));
+  TensorView v = t.view();
+  v.data = d.ptr;
+  v.memory = Memory::cuda;
+  return v;
+}
+
+double rel_l1(const HostTensor& got, const HostTensor& want) {
+  const std::vector<float> a = got.to_float(), b = want.to_float();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) num += std::fabs(double(a[i]) - b[i]), den += std::fabs(double(b[i]));
+  return num / den;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::int64_t> lengths;
+  for (int i = 1; i < argc; ++i) lengths.push_back(std::atoll(argv[i]));
+  if (lengths.empty()) lengths = {32768, 131072};
+  const char* out_dir = std::getenv("OUT_DIR");
+  std::printf("%-7s %-22s %8s %9s %9s %9s %9s %9s %9s %10s\n", "N", "config", "density", "est ms", "attend", "e2e ms",
+              "dense ms", "speedup", "rel L1", "ws MiB");
+  for (const std::int64_t n : lengths) {
+    WorkloadSpec s;
+    s.kind = WorkloadKind::llm;
+    s.seqlen = n;
+    s.heads_q = 32;
+    s.heads_kv = 8;
+    s.head_dim = 128;
+    s.dtype = DType::bf16;
+    s.seed = 7;
+    const Workload w = make_workload(s);
+    const Problem& p = w.problem;
+    Device dq(w.q.size_bytes()), dk(w.k.size_bytes()), dv(w.v.size_bytes()), dout(w.q.size_bytes());
+    const TensorView q = upload(w.q, dq), k = upload(w.k, dk), v = upload(w.v, dv);
+    TensorView o = w.q.view();
+    o.data = dout.ptr;
+    o.memory = Memory::cuda;
+    HostTensor dense_out(DType::bf16, 1, 32, n, 128), out(DType::bf16, 1, 32, n, 128);
+    float dense_ms = 0;
+    {
+      const cuda::DeviceTileMask dense(TileMask::dense(MaskShape::of(p, 128, 128)));
+      dense_ms = median_ms([&] { cuda::attend_async(p, q, k, v, dense, o, nullptr, nullptr, nullptr, nullptr); });
+      ck(cudaDeviceSynchronize());
+      ck(cudaMemcpy(dense_out.data(), dout.ptr, dense_out.size_bytes(), cudaMemcpyDeviceToHost));
+    }
+    std::printf("%-7lld %-22s %8.3f %9s %9s %9.3f %9.3f %9s %9s %10s\n", static_cast<long long>(n), "dense (spattn)", 1.0,
+                "-", "-", dense_ms, dense_ms, "1.00", "0", "-");
+    struct Arm {
+      const char* name;
+      sparge::Config config;
+    };
+    std::vector<Arm> arms;
+    arms.push_back({"sparge top-k 0.5", sparge::Config{}});
+    sparge::Config k25;
+    k25.topk = 0.25f;
+    arms.push_back({"sparge top-k 0.25", k25});
+    sparge::Config cdf;
+    cdf.topk = 0.0f;
+    cdf.tau = {0.9f};
+    arms.push_back({"sparge TopCdf 0.9", cdf});
+    sparge::Config hop = k25;  // the authors' Hopper geometry
+    hop.block_q = 128;
+    hop.block_k = 128;
+    arms.push_back({"sparge 128x128 top-k .25", hop});
+    for (const Arm& arm : arms) {
+      cuda::Plan plan(arm.config, p);
+      const float est = median_ms([&] { plan.estimate(q, k); });
+      const float att = median_ms([&] { plan.attend(q, k, v, o); });
+      const float e2e = median_ms([&] { plan.run(q, k, v, o); });
+      ck(cudaDeviceSynchronize());
+      ck(cudaMemcpy(out.data(), dout.ptr, out.size_bytes(), cudaMemcpyDeviceToHost));
+      const TileMask mask = plan.mask().download();
+      const double density = mask.stats().density;
+      std::printf("%-7lld %-22s %8.3f %9.3f %9.3f %9.3f %9.3f %9.2f %9.4f %10.1f\n", static_cast<long long>(n),
+                  arm.name, density, est, att, e2e, dense_ms, dense_ms / e2e, rel_l1(out, dense_out),
+                  static_cast<double>(plan.workspace_bytes()) / 1048576.0);
+      std::fflush(stdout);
+      if (out_dir != nullptr) {
+        std::string name = arm.name;
+        std::replace(name.begin(), name.end(), ' ', '_');
+        const std::vector<std::uint8_t> bits = mask.to_bitmap();
+        write_npy(std::string(out_dir) + "/mask_" + std::to_string(n) + "_" + std::to_string(mask.shape.tile_q) + "x" +
+                      std::to_string(mask.shape.tile_k) + "_" + name + ".npy",
+                  NpyArray::from_vector(bits, {32, mask.shape.num_q_tiles(), mask.shape.num_k_tiles()}));
+      }
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,67 @@
+"""Peers of bench/e2e_bench.cpp in the same session (PERF.md): cuDNN SDPA dense (causal, bf16, B = 1, Hq = 32,
+K/V heads expanded from 8 to 32) and FlexAttention given each spattn mask the way its users build one:
+create_block_mask from a mask function (block lookup in the mask's 128 x 64 bitmap AND causal), its build time
+counted. CUDA events; median of 10 (the mask build: median of 3).
+    OUT_DIR=masks ./spattn_bench_e2e 32768 ...; python3 bench/e2e_peers.py masks 32768 ...
+"""
+import glob
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def timed(fn, reps=10, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    mask_dir, lengths = sys.argv[1], [int(a) for a in sys.argv[2:]]
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    flex = torch.compile(flex_attention)
+    H, D = 32, 128
+    print(f"{'N':<7} {'peer':<40} {'build ms':>9} {'attn ms':>9} {'total ms':>9}")
+    for n in lengths:
+        q = torch.randn(1, H, n, D, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(1, 8, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        ke, ve = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            ms = timed(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=True))
+        print(f"{n:<7} {'sdpa cudnn dense':<40} {0:9.3f} {ms:9.3f} {ms:9.3f}", flush=True)
+        for path in sorted(glob.glob(os.path.join(mask_dir, f"mask_{n}_*.npy"))):
+            tq, tk = (int(x) for x in os.path.basename(path).split("_")[2].split("x"))
+            bits = torch.from_numpy(np.load(path)).to("cuda").bool()
+
+            def mask_mod(b, h, qi, kv):
+                return bits[h, qi // tq, kv // tk] & (qi >= kv)
+
+            build = lambda: create_block_mask(mask_mod, 1, H, n, n, device="cuda", BLOCK_SIZE=128)
+            try:
+                build_ms = timed(build, reps=3, warmup=1)
+                bm = build()
+                attn_ms = timed(lambda: flex(q, k, v, block_mask=bm, enable_gqa=True))
+            except Exception as e:  # noqa: BLE001 - report and go on (e.g. out of memory at long N)
+                print(f"{n:<7} {'flex ' + os.path.basename(path)[:34]:<40} failed: {type(e).__name__}: {str(e)[:80]}")
+                continue
+            name = "flex " + "_".join(os.path.basename(path)[:-4].split("_")[3:])
+            print(f"{n:<7} {name:<40} {build_ms:9.3f} {attn_ms:9.3f} {build_ms + attn_ms:9.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One device session for the GPU pipeline (device machine, repository root): the GPU conformance target, then the
+# end-to-end benchmark (bench/e2e_bench.cpp) and its peers (bench/e2e_peers.py: cuDNN, FlexAttention) in the same
+# session. Binaries are built here for sm_90a and carried in DIR with the Debian libraries they link:
+#   bash bench/e2e_session.sh DIR [LENGTHS...]     DIR holds spattn_gpu_tests, spattn_bench_e2e, libtbb.so.12
+# Logs go to $OUT; the last lines are the tables.
+set -uo pipefail
+dir=$1
+shift
+lengths=${*:-32768 131072}
+out=${OUT:-/tmp}
+export LD_LIBRARY_PATH=$dir:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+if [[ -x $dir/spattn_gpu_tests ]]; then
+  "$dir/spattn_gpu_tests" > "$out/gpu_tests.log" 2>&1
+  echo "== spattn_gpu_tests exit status: $?"
+  grep -E "MESSAGE|ERROR|test cases|assertions|Status" "$out/gpu_tests.log" | sed 's/^.*MESSAGE: //' | tail -30
+fi
+mkdir -p "$out/masks"
+OUT_DIR=$out/masks "$dir/spattn_bench_e2e" $lengths > "$out/e2e.md" 2>&1
+echo "== spattn_bench_e2e exit status: $?"
+python3 bench/e2e_peers.py "$out/masks" $lengths > "$out/e2e_peers.md" 2>&1
+echo "== e2e_peers exit status: $?"
+rm -rf "$out/masks"
+cat "$out/e2e.md" "$out/e2e_peers.md"
