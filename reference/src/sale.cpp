@@ -48,7 +48,7 @@ std::vector<float> rows_of(const Problem& p, const TensorView& t, bool is_q, std
 
 std::vector<float> center(std::vector<float>& rows, std::int64_t n, std::int64_t d) {
   std::vector<float> mu(static_cast<std::size_t>(d));
-  mean_rows(rows.data(), n, d, mu.data());
+  sequence_mean_rows(rows.data(), n, d, mu.data());
   subtract_mean(rows.data(), n, d, mu.data());
   return mu;
 }

@@ -60,7 +60,7 @@ SpargeEstimate sparge_estimate(const Problem& p, const TensorView& q, const Tens
     const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), offset = p.causal_offset(b);
     // Mean-centred keys (softmax-invariant per row), pooled per key block.
     std::vector<float> keys = load_rows(p, k, false, b, hkv, nkv), mu(static_cast<std::size_t>(d));
-    mean_rows(keys.data(), nkv, d, mu.data());
+    sequence_mean_rows(keys.data(), nkv, d, mu.data());
     subtract_mean(keys.data(), nkv, d, mu.data());
     const Pooled kp = pool(keys, nkv, d, c.block_k);
     std::copy(kp.sim.begin(), kp.sim.end(), out.k_similarity.begin() + bk * tk);

@@ -38,6 +38,30 @@ struct Rows {
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+/// Rows [first, first + rows) of (b, h) read by the whole block in 16-byte pieces (d a multiple of 8, rows 16-byte
+/// aligned), four pieces in flight per thread; put(r, c, value) receives every element as fp32.
+template <class T, class Put>
+__device__ void stage_rows(const Rows<T>& x, int b, int h, std::int64_t first, int rows, int d, Put put) {
+  const int per_row = d / 8, pieces = rows * per_row;
+  constexpr int kInFlight = 4;
+  for (int base = threadIdx.x; base < pieces; base += kInFlight * blockDim.x) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int p = base + u * blockDim.x;
+      if (p < pieces) v[u] = *reinterpret_cast<const uint4*>(x.row(b, h, first + p / per_row) + (p % per_row) * 8);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int p = base + u * blockDim.x;
+      if (p >= pieces) continue;
+      const T* e = reinterpret_cast<const T*>(&v[u]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) put(p / per_row, (p % per_row) * 8 + i, to_float(e[i]));
+    }
+  }
+}
+
 /// Block-wide max and sum (any order: max is exact; the sum is of integers). `scratch` holds 32 entries.
 template <class V, class Op>
 __device__ V block_reduce(V v, Op op, V* scratch) {

@@ -40,6 +40,12 @@ std::string joined(const std::vector<std::string>& why) {
   return s.str();
 }
 
+/// The estimators read rows in 16-byte pieces.
+bool rows_aligned(const TensorView& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride_n % 8 == 0 && t.stride_h % 8 == 0 &&
+         t.stride_b % 8 == 0;
+}
+
 bool pv_skip_requested(const AttendOptions& options) {
   bool pv = options.pv_threshold < INFINITY;
   for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
@@ -116,8 +122,10 @@ Plan::~Plan() = default;
 
 void Plan::estimate(const TensorView& q, const TensorView& k, CUstream_st* stream) {
   impl_->problem.validate(q, k);
-  for (const TensorView* t : {&q, &k})
+  for (const TensorView* t : {&q, &k}) {
     if (t->memory != Memory::cuda) fail("cuda plan: q and k must be in CUDA memory");
+    if (!rows_aligned(*t)) fail("cuda plan: q and k need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
+  }
   impl_->estimator->run(q, k, *impl_->mask, stream);
 }
 
@@ -171,6 +179,7 @@ std::vector<std::string> CudaBackend::estimate_not_supported_reasons(const Metho
                                                                      const EstimateOptions&) const {
   std::vector<std::string> why = estimator_not_supported_reasons(config, problem);
   if (q.memory != Memory::cuda || k.memory != Memory::cuda) why.push_back("tensors must be in CUDA memory");
+  if (!rows_aligned(q) || !rows_aligned(k)) why.push_back("q/k need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
   if (problem.dtype != DType::f16 && problem.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
   return why;
 }

@@ -1,8 +1,9 @@
 // SpargeAttn Stage 1 on the GPU (research/spargeattn.md §3; the rules: spattn/methods/sparge.hpp), with the
 // reference's bits: every fp32 value is computed in the core's fixed order (pooling.hpp's column means,
-// sparge::row_inv_norm / unit_sum / similarity_of, dot_lanes8 scores, exp2_det weights, top_cdf_count on the
+// sparge::row_inv_norm / unit_sum / similarity_of, dot_lane + combine_lanes8 scores, exp2_det weights, top_cdf_count on the
 // sorted row), this file compiled with --fmad=false. Three kernels, all on the caller's stream:
-//   1. key_mean: the mean key of each (batch, KV head), one thread per column summing the rows in order;
+//   1. key_chunk_sum + key_mean: the mean key of each (batch, KV head) in pooling.hpp's blocked order (chunk sums
+//      in parallel, then their sum), one thread per column;
 //   2. pool (twice): per block of rows, its mean and self-similarity (keys centred by 1.); one CTA per block;
 //   3. select: per (batch, query head, query block) — one CTA — pooled scores, candidates and forced blocks, the
 //      selection order as a bitonic sort of (weight, index) keys, top-k or TopCdf, diagonal and sink blocks; the
@@ -36,13 +37,35 @@ constexpr int kPoolThreads = 128, kSelectThreads = 256;
 constexpr int kMaxSortKeys = 16384;     ///< key blocks per row the select kernel sorts in shared memory
 constexpr int kMaxSharedBytes = 227 * 1024;
 
-/// Mean of the (batch, KV head)'s keys: column c summed over the sequence's rows in order (pooling.hpp).
+/// Chunk t (blockIdx.x) of the (batch, KV head)'s keys: column_sum of its kMeanChunk rows, one thread per column
+/// (blockDim.x = d), the rows staged in shared memory as fp32 kStageRows at a time with the sum carried across.
+constexpr int kStageRows = 64;
 template <class T>
-__global__ void key_mean_kernel(Rows<T> k, Seqs seqs, int heads_kv, int d, float* mu) {
-  const int bh = static_cast<int>(blockIdx.x), b = bh / heads_kv, h = bh % heads_kv;
+__global__ void key_chunk_sum_kernel(Rows<T> k, Seqs seqs, int heads_kv, int d, int chunks, float* partial) {
+  extern __shared__ float rows_f32[];  // kStageRows × d
+  const int t = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / heads_kv, h = bh % heads_kv;
+  const std::int64_t n = seqs.len_kv(b), first = t * kMeanChunk;
+  if (first >= n) return;
+  const std::int64_t end = first + kMeanChunk < n ? first + kMeanChunk : n;
+  const int c = static_cast<int>(threadIdx.x);
+  float s = 0.0f;
+  for (std::int64_t at = first; at < end; at += kStageRows) {
+    const int rows = static_cast<int>(end - at < kStageRows ? end - at : kStageRows);
+    __syncthreads();
+    detail::stage_rows(k, b, h, at, rows, d, [&](int r, int cc, float v) { rows_f32[r * d + cc] = v; });
+    __syncthreads();
+    s = column_sum([&](std::int64_t r) { return rows_f32[r * d + c]; }, 0, rows, s);
+  }
+  partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c] = s;
+}
+
+/// The mean key of each (batch, KV head): sequence_mean over the chunk sums, one thread per column.
+__global__ void key_mean_kernel(const float* partial, Seqs seqs, int heads_kv, int d, int chunks, float* mu) {
+  const int bh = static_cast<int>(blockIdx.x), b = bh / heads_kv;
   const std::int64_t n = seqs.len_kv(b);
   for (int c = threadIdx.x; c < d; c += blockDim.x)
-    mu[static_cast<std::int64_t>(bh) * d + c] = column_mean([&](std::int64_t r) { return detail::to_float(k.row(b, h, r)[c]); }, n);
+    mu[static_cast<std::int64_t>(bh) * d + c] =
+        sequence_mean([&](std::int64_t t) { return partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c]; }, n);
 }
 
 /// Block j of (batch, head) blockIdx.y: its rows (minus `centre` when given) staged as fp32 with row stride d + 1,
@@ -59,11 +82,8 @@ __global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int bloc
   float* inv = stage + rows * ld;
   float* u = inv + rows;
   const float* mu = centre ? centre + static_cast<std::int64_t>(bh) * d : nullptr;
-  for (int e = threadIdx.x; e < rows * d; e += blockDim.x) {
-    const int r = e / d, c = e % d;
-    const float v = detail::to_float(x.row(b, h, first + r)[c]);
-    stage[r * ld + c] = mu ? v - mu[c] : v;  // subtract_mean's fp32 subtraction
-  }
+  detail::stage_rows(x, b, h, first, rows, d,
+                     [&](int r, int c, float v) { stage[r * ld + c] = mu ? v - mu[c] : v; });  // subtract_mean's op
   __syncthreads();
   const auto value = [&](std::int64_t r, std::int64_t c) { return stage[r * ld + c]; };
   for (int r = threadIdx.x; r < rows; r += blockDim.x) inv[r] = sparge::row_inv_norm(value, r, d);
@@ -121,8 +141,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   const bool forced = sparge::row_forced(a.dense[h] != 0, sparge::self_similar(a.q_sim[r], theta));
   const std::int64_t kbase = (static_cast<std::int64_t>(b) * a.heads_kv + hkv) * a.tk;
   __syncthreads();
-  float m = -INFINITY;
-  int candidates = 0;
   for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x) {
     if (j >= blocks_k) {
       keep[j] = 0;
@@ -131,8 +149,25 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     const bool similar = sparge::self_similar(a.k_sim[kbase + j], theta);
     const bool cand = sparge::candidate(j, reach, similar);
     keep[j] = static_cast<std::uint8_t>((j < reach && (forced || sparge::column_forced(similar)) ? 1 : 0) | (cand ? 2 : 0));
-    x[j] = cand ? sparge::pooled_score(qm, a.k_mean + (kbase + j) * a.d, a.d, a.scale_log2) : -INFINITY;
-    if (cand) m = fmaxf(m, x[j]), ++candidates;
+  }
+  __syncthreads();
+  // Pooled scores, 4 key blocks per warp: 8 lanes per block each run one dot_lane chain (coalesced 32-byte reads
+  // of the key mean), combined by xor shuffles in combine_lanes8's tree.
+  const int lane = threadIdx.x % 32, sub = lane / 8, t = lane % 8;
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  float m = -INFINITY;
+  int candidates = 0;
+  for (int base = warp * 4; base < blocks_k; base += warps * 4) {
+    const int j = base + sub;
+    float v = j < blocks_k ? dot_lane(qm, a.k_mean + (kbase + j) * a.d, a.d, t) : 0.0f;
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    if (j < blocks_k && t == 0) {
+      const bool cand = (keep[j] & 2) != 0;
+      x[j] = cand ? sparge::score_of(v, a.scale_log2) : -INFINITY;
+      if (cand) m = fmaxf(m, x[j]), ++candidates;
+    }
   }
   m = detail::block_reduce(m, [](float u, float v) { return fmaxf(u, v); }, fscratch);
   candidates = detail::block_reduce(candidates, [](int u, int v) { return u + v; }, iscratch);
@@ -173,6 +208,7 @@ int pow2_at_least(std::int64_t n) {
   while (p < n) p <<= 1;
   return p;
 }
+std::size_t chunk_bytes(std::int64_t d) { return static_cast<std::size_t>(kStageRows * d) * sizeof(float); }
 std::size_t pool_bytes(int block, std::int64_t d) { return static_cast<std::size_t>(block * (d + 1) + block + d) * sizeof(float); }
 std::size_t select_bytes(int keys, std::int64_t d) {
   return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1) + static_cast<std::size_t>(d) * sizeof(float);
@@ -215,6 +251,8 @@ class SpargeEstimator final : public DeviceEstimator {
     tau_.upload(tau);
     dense_.upload(dense);
     const std::int64_t d = p.head_dim, tq = shape_.num_q_tiles(), tk = shape_.num_k_tiles();
+    chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_kv + kMeanChunk - 1) / kMeanChunk, 1));
+    k_partial_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * chunks_ * d));
     k_mu_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * d));
     k_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
     k_sim_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk));
@@ -227,7 +265,7 @@ class SpargeEstimator final : public DeviceEstimator {
 
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
-    return theta_.bytes() + tau_.bytes() + dense_.bytes() + k_mu_.bytes() + k_mean_.bytes() + k_sim_.bytes() +
+    return theta_.bytes() + tau_.bytes() + dense_.bytes() + k_partial_.bytes() + k_mu_.bytes() + k_mean_.bytes() + k_sim_.bytes() +
            q_mean_.bytes() + q_sim_.bytes();
   }
 
@@ -243,6 +281,9 @@ class SpargeEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(pool_bytes(std::max(c_.block_q, c_.block_k), d))),
           "shared memory");
+    check(cudaFuncSetAttribute(key_chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(chunk_bytes(d))),
+          "shared memory");
     check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(select_bytes(sort_keys_, d))),
           "shared memory");
@@ -255,7 +296,8 @@ class SpargeEstimator final : public DeviceEstimator {
     const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, seqs_.cu_q};
     const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, seqs_.cu_kv};
     const auto bq = static_cast<unsigned>(p_.batch);
-    key_mean_kernel<T><<<bq * hkv, 128, 0, stream>>>(kr, seqs_, hkv, d, k_mu_.ptr);
+    key_chunk_sum_kernel<T><<<dim3(chunks_, bq * hkv), d, chunk_bytes(d), stream>>>(kr, seqs_, hkv, d, chunks_, k_partial_.ptr);
+    key_mean_kernel<<<bq * hkv, 128, 0, stream>>>(k_partial_.ptr, seqs_, hkv, d, chunks_, k_mu_.ptr);
     pool_kernel<T><<<dim3(tk, bq * hkv), kPoolThreads, pool_bytes(c_.block_k, d), stream>>>(
         kr, seqs_, false, hkv, c_.block_k, d, tk, k_mu_.ptr, k_mean_.ptr, k_sim_.ptr);
     pool_kernel<T><<<dim3(tq, bq * hq), kPoolThreads, pool_bytes(c_.block_q, d), stream>>>(
@@ -294,7 +336,8 @@ class SpargeEstimator final : public DeviceEstimator {
   int sort_keys_ = 1;
   DeviceBuffer<float> theta_, tau_;
   DeviceBuffer<std::uint8_t> dense_;
-  DeviceBuffer<float> k_mu_, k_mean_, k_sim_, q_mean_, q_sim_;
+  int chunks_ = 1;
+  DeviceBuffer<float> k_partial_, k_mu_, k_mean_, k_sim_, q_mean_, q_sim_;
 };
 
 }  // namespace
@@ -303,6 +346,8 @@ std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& c, c
   std::vector<std::string> why;
   const MaskShape shape = MaskShape::of(p, c.block_q, c.block_k);
   if (c.block_q % 64 != 0) why.push_back("the CUDA SpargeAttn estimator needs block_q a multiple of 64");
+  if (p.head_dim % 8 != 0) why.push_back("the CUDA SpargeAttn estimator needs head_dim a multiple of 8");
+  if (p.head_dim > 1024) why.push_back("the CUDA SpargeAttn estimator takes head_dim <= 1024");
   if (pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > kMaxSortKeys)
     why.push_back("the CUDA SpargeAttn estimator sorts at most 16384 key blocks per row (longer sequences: a larger block_k)");
   if (pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > kMaxSharedBytes ||

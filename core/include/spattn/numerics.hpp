@@ -225,15 +225,23 @@ SPATTN_INLINE float sum_lanes8(const float* x, int n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-/// Fixed-order fp32 dot product that vectorizes: lane j = fma chain over a[j], a[j+8], …, lanes combined
-/// like sum_lanes8. For estimator scores, where every backend must use the same order.
+/// Lane j (0 <= j < 8) of dot_lanes8: the fma chain over a[k]·b[k] for k ≡ j (mod 8), k < n, k increasing.
+SPATTN_INLINE float dot_lane(const float* a, const float* b, int n, int j) {
+  float s = 0.0f;
+  for (int k = j; k < n; k += 8) s = fma_f32(a[k], b[k], s);
+  return s;
+}
+/// How dot_lanes8 combines its lanes: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) (a GPU: three xor-shuffle
+/// adds over 8 lanes, bitwise the same since fp32 addition commutes).
+SPATTN_INLINE float combine_lanes8(const float* l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+/// Fixed-order fp32 dot product: 8 dot_lane chains combined by combine_lanes8. For estimator scores, where every
+/// backend must use the same order.
 SPATTN_INLINE float dot_lanes8(const float* a, const float* b, int n) {
-  float lane[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-  int k = 0;
-  for (; k + 8 <= n; k += 8)
-    for (int j = 0; j < 8; ++j) lane[j] = fma_f32(a[k + j], b[k + j], lane[j]);
-  for (int j = 0; j < 8 && k < n; ++k, ++j) lane[j] = fma_f32(a[k], b[k], lane[j]);
-  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  float lane[8];
+  for (int j = 0; j < 8; ++j) lane[j] = dot_lane(a, b, n, j);
+  return combine_lanes8(lane);
 }
 
 /// Left-to-right fp32 dot product with fma: s = fma(a[i], b[i], s) for i = 0 … n-1.
