@@ -173,7 +173,7 @@ TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals
     CHECK(r.attend.empty_rows == ra.empty_rows);
     double worst = 0;
     CHECK(mismatches(got, want, c.dtype, worst) == 0);
-    MESSAGE(c.name << ": density " << ref.mask.stats().density << ", worst |err| " << worst);
+    MESSAGE(std::string(c.name) << ": density " << ref.mask.stats().density << ", worst |err| " << worst);
   }
 }
 
