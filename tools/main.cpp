@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   cli::FileInputs files;
   bool json = false, non_causal = false;
   run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge | sale");
-  run->add_option("--backend", options.backend, "reference (or auto)");
+  run->add_option("--backend", options.backend, "auto | reference | cuda (inputs copied to the GPU once; CUDA builds)");
   run->add_option("--workload", workload, "llm | video | random");
   run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
   run->add_option("--seq-q", spec.seqlen_q, "query rows (< --seq: chunked prefill, the last rows)")

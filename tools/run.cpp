@@ -11,6 +11,11 @@
 #include "spattn/error.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
+#if defined(SPATTN_HAVE_CUDA)
+#include <optional>
+
+#include "spattn/cuda/backend.hpp"
+#endif
 
 namespace spattn::cli {
 namespace {
@@ -35,7 +40,18 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   r.workload = workload_name;
   r.shape = p.describe();
 
-  const TensorView q = w.q.view(), k = w.k.view(), v = w.v.view();
+  HostTensor o = output_like(w), dense = output_like(w);
+  o.poison();
+  dense.poison();
+  TensorView q = w.q.view(), k = w.k.view(), v = w.v.view(), o_view = o.view(), dense_view = dense.view();
+#if defined(SPATTN_HAVE_CUDA)
+  // --backend cuda: the inputs and (poisoned) outputs are copied to the device once; every stage reads them there.
+  std::optional<cuda::DeviceTensor> dq, dk, dv, d_o, d_dense;
+  if (options.backend == "cuda") {
+    q = dq.emplace(w.q).view(), k = dk.emplace(w.k).view(), v = dv.emplace(w.v).view();
+    o_view = d_o.emplace(o).view(), dense_view = d_dense.emplace(dense).view();
+  }
+#endif
   auto start = Clock::now();
   EstimateOptions estimate_options;
   estimate_options.backend = options.backend;
@@ -52,19 +68,19 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   sparse_options.pv_vote_rows = options.pv_vote_rows;
   sparse_options.qk_int8 = options.qk_int8;
   sparse_options = attend_options_of(config, sparse_options);  // the method's own Stage-2 options (tuned PV-skip)
-  HostTensor o = output_like(w), dense = output_like(w);
-  o.poison();
-  dense.poison();
   start = Clock::now();
-  const AttendStats run_stats = attend(p, q, k, v, mask, o.view(), sparse_options);
+  const AttendStats run_stats = attend(p, q, k, v, mask, o_view, sparse_options);
   r.attend_ms = ms_since(start);
   r.backend = run_stats.backend;
   r.empty_rows = run_stats.empty_rows;
   r.pv_skipped = run_stats.pv_skipped;
   start = Clock::now();
-  attend_dense(p, q, k, v, dense.view(), attend_options);
+  attend_dense(p, q, k, v, dense_view, attend_options);
   r.dense_ms = ms_since(start);
   r.speedup = r.dense_ms / (r.estimate_ms + r.attend_ms);
+#if defined(SPATTN_HAVE_CUDA)
+  if (d_o) d_o->download(o), d_dense->download(dense);
+#endif
 
   const std::vector<float> got = o.to_float(), want = dense.to_float();
   double diff = 0, norm = 0;

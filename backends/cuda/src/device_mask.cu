@@ -1,4 +1,4 @@
-// DeviceTileMask (spattn/cuda/backend.hpp): a mask in device memory and the executor's work lists over it —
+// DeviceTensor and DeviceTileMask (spattn/cuda/backend.hpp): a tensor copy, and a mask in device memory and the executor's work lists over it —
 // the longest-first order of 128-row blocks for the sm90 kernel (built on the device by one kernel, for uploaded
 // and estimated masks alike) and the merged 64-row work items of 16/32-row query tiles for the sm80 kernel.
 #include <cuda_runtime.h>
@@ -159,6 +159,20 @@ TileMask DeviceTileMask::download(CUstream_st* stream) const {
   std::vector<std::vector<std::int32_t>> lists(begin.size());
   for (std::size_t r = 0; r < lists.size(); ++r) lists[r].assign(all.begin() + begin[r], all.begin() + end[r]);
   return TileMask::from_rows(shape_, std::move(lists));
+}
+
+DeviceTensor::DeviceTensor(const HostTensor& host) : view_(host.view()), bytes_(host.size_bytes()) {
+  view_.data = nullptr;
+  check(cudaMalloc(&view_.data, std::max<std::size_t>(bytes_, 1)), "cudaMalloc");
+  check(cudaMemcpy(view_.data, host.data(), bytes_, cudaMemcpyHostToDevice), "cudaMemcpy");
+  view_.memory = Memory::cuda;
+}
+
+DeviceTensor::~DeviceTensor() { cudaFree(view_.data); }
+
+void DeviceTensor::download(HostTensor& host) const {
+  if (host.size_bytes() != bytes_) fail("cuda backend: DeviceTensor::download: ", host.size_bytes(), " bytes, device holds ", bytes_);
+  check(cudaMemcpy(host.data(), view_.data, bytes_, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
 DeviceTileMask::~DeviceTileMask() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "spattn/backend.hpp"
+#include "spattn/tensor.hpp"
 
 struct CUstream_st;
 
@@ -71,6 +72,23 @@ class DeviceTileMask {
   std::int32_t* order_ = nullptr;
   std::int32_t* order_base_ = nullptr;  ///< per batch: first order entry of (b, mask head 0), and its block count
   int order_size_ = 0, order_blocks_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+/// A device copy of a host tensor, same layout and strides (for callers without CUDA allocations of their own,
+/// e.g. the spattn program's --backend cuda). view() is a TensorView of device memory.
+class DeviceTensor {
+ public:
+  explicit DeviceTensor(const HostTensor& host);
+  ~DeviceTensor();
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+  TensorView view() const { return view_; }
+  /// Copies the device contents into `host` (same shape; synchronous).
+  void download(HostTensor& host) const;
+
+ private:
+  TensorView view_;
   std::size_t bytes_ = 0;
 };
 
