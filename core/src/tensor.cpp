@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
 
 namespace spattn {
@@ -10,9 +12,13 @@ namespace spattn {
 HostTensor::HostTensor(DType dtype, std::int64_t batch, std::int64_t heads, std::int64_t seqlen,
                        std::int64_t dim, Layout layout)
     : dtype_(dtype), layout_(layout), shape_{batch, heads, seqlen, dim} {
-  require(batch >= 0 && heads >= 0 && seqlen >= 0 && dim >= 0, "HostTensor: negative extent in shape [", batch,
-          ", ", heads, ", ", seqlen, ", ", dim, "]");
-  bytes_.assign(static_cast<std::size_t>(numel()) * dtype_size(dtype), 0);
+  const std::int64_t bytes = checked_bytes("HostTensor [batch, heads, seqlen, dim]", {batch, heads, seqlen, dim},
+                                           static_cast<std::int64_t>(dtype_size(dtype)));
+  try {
+    bytes_.assign(static_cast<std::size_t>(bytes), 0);
+  } catch (const std::bad_alloc&) {
+    fail("HostTensor [", batch, ", ", heads, ", ", seqlen, ", ", dim, "]: out of memory allocating ", bytes, " bytes");
+  }
 }
 
 TensorView HostTensor::view() const {

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <vector>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
 
 namespace spattn {
@@ -182,19 +183,14 @@ WorkloadKind parse_workload_kind(std::string_view name) {
 }
 
 Workload make_workload(const WorkloadSpec& s) {
-  require(s.batch >= 1, "workload batch: must be >= 1, got ", s.batch);
-  require(s.heads_q >= 1 && s.heads_kv >= 1 && s.heads_q % s.heads_kv == 0,
-          "workload heads_q: must be a positive multiple of heads_kv (", s.heads_kv, "), got ", s.heads_q);
-  require(s.seqlen >= 1, "workload seqlen: must be >= 1, got ", s.seqlen);
-  require(s.seqlen_q >= 0 && s.seqlen_q <= s.seqlen, "workload seqlen_q: must be in [0, seqlen = ", s.seqlen,
-          "], got ", s.seqlen_q);
-  require(s.head_dim >= 32 && s.head_dim <= 256 && s.head_dim % 8 == 0,
-          "workload head_dim: must be a multiple of 8 in [32, 256], got ", s.head_dim);
+  require_in("workload seqlen", s.seqlen, Interval<std::int64_t>{1, std::int64_t{1} << 62});
+  if (s.seqlen_q) require_in("workload seqlen_q", *s.seqlen_q, Interval<std::int64_t>{1, s.seqlen});
   require(s.frames >= 0 && s.height >= 0 && s.width >= 0, "workload frames/height/width: must be >= 0");
   const bool grid_given = s.frames > 0 || s.height > 0 || s.width > 0;
-  require(!grid_given || s.frames * s.height * s.width >= s.seqlen, "workload frames×height×width: the grid ",
-          s.frames, "×", s.height, "×", s.width, " holds fewer than seqlen = ", s.seqlen, " tokens");
-  const std::int64_t nq = s.seqlen_q > 0 ? s.seqlen_q : s.seqlen, nkv = s.seqlen, first_q = nkv - nq;
+  require(!grid_given || checked_product("workload frames×height×width", {s.frames, s.height, s.width}) >= s.seqlen,
+          "workload frames×height×width: the grid ", s.frames, "×", s.height, "×", s.width,
+          " holds fewer than seqlen = ", s.seqlen, " tokens");
+  const std::int64_t nq = s.seqlen_q.value_or(s.seqlen), nkv = s.seqlen, first_q = nkv - nq;
 
   Workload w;
   Problem& p = w.problem;

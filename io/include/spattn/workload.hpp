@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,7 +27,7 @@ struct WorkloadSpec {
   std::int64_t heads_q = 1;
   std::int64_t heads_kv = 1;
   std::int64_t seqlen = 4096;  ///< Nq = Nkv = seqlen unless seqlen_q is set
-  std::int64_t seqlen_q = 0;   ///< 0 means seqlen; < seqlen is chunked prefill (the last seqlen_q rows)
+  std::optional<std::int64_t> seqlen_q;  ///< in [1, seqlen]; < seqlen is chunked prefill (the last seqlen_q rows)
   std::int64_t head_dim = 128;
   DType dtype = DType::bf16;
   std::uint64_t seed = 0;
