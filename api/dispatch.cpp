@@ -47,7 +47,9 @@ const Backend& pick(const std::string& wanted, const std::string& what, Reasons 
 }
 
 /// Inputs in host memory are range-checked here (spattn/input_range.hpp). Device inputs are not scanned yet: the
-/// CUDA backend would need its own reduction over Q, K and V (a max |x| per tensor) feeding the same rule.
+/// CUDA backend would need a reduction over Q, K and V on the device (max |x| and the first non-finite element per
+/// tensor) feeding the same rule — or, cheaper and after the fact, a check that its output is finite. Only its bf16
+/// inputs can break the rule: f16 values (|x| <= 65504) keep head_dim · max|q| · max|k| · scale below 2^37.
 bool on_host(std::initializer_list<const TensorView*> views) {
   for (const TensorView* t : views)
     if (t->memory != Memory::host) return false;

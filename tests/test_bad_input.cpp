@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "spattn/checked.hpp"
 #include "spattn/input_range.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::test {
@@ -238,6 +239,28 @@ TEST_CASE("inputs just inside the range give finite outputs for every method and
       CHECK_MESSAGE(in.o.all_finite(), m.name, int8 ? " (int8)" : "");
     }
   }
+}
+
+TEST_CASE("parameter files: no wrap-around, no silent inf, errors name the file") {
+  const std::string head = R"({"theta": -0.1, "tau": 0.9, "pv_threshold": "inf", "dense": false})";
+  auto sparge_file = [&](const std::string& block_q, const std::string& theta) {
+    return R"({"method": "sparge", "block_q": )" + block_q + R"(, "block_k": 64, "heads": [{"theta": )" + theta +
+           R"(, "tau": 0.9, "pv_threshold": "inf", "dense": false}, )" + head + "]}";
+  };
+  CHECK(parse_sparge_params(sparge_file("128", "0.5"), "p.json").heads.size() == 2);
+  // 2^32 + 128 used to load as block_q = 128.
+  CHECK_THROWS_WITH_AS(parse_sparge_params(sparge_file("4294967424", "0.5"), "p.json"),
+                       "params 'p.json': block_q: 4294967424 does not fit in 32 bits", Error);
+  CHECK_THROWS_WITH_AS(parse_sparge_params(sparge_file("128", "1e300"), "p.json"),
+                       "params 'p.json': theta: 1e+300 is beyond the fp32 range", Error);
+  CHECK_THROWS_WITH_AS(parse_sparge_params(sparge_file("128", "5"), "p.json"),
+                       "params 'p.json': sparge theta: must be in [-1, 1] (1 = no block self-similar: dense), got 5", Error);
+  CHECK_THROWS_WITH_AS(parse_sparge_params("[1, 2]", "p.json"), "params 'p.json': not SpargeAttn parameters (method '')",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_sale_params(R"({"method": "sale", "bits": 4.5, "local_window": 128, "tau": [0.1]})", "s.json"),
+                       "params 's.json': bits: expected an integer, got 4.5", Error);
+  CHECK_THROWS_WITH_AS(parse_sale_params(R"({"method": "sale", "bits": 4, "local_window": 128, "tau": [2]})", "s.json"),
+                       "params 's.json': sale tau: must be in [0, 1] (0 = dense head), got 2", Error);
 }
 
 }  // namespace
