@@ -18,7 +18,7 @@ std::string joined(std::initializer_list<std::int64_t> values, const char* op) {
 std::int64_t checked_product(std::string_view what, std::initializer_list<std::int64_t> extents) {
   std::int64_t p = 1;
   for (std::int64_t e : extents) {
-    require(e >= 0, what, ": negative extent in ", joined(extents, " × "));
+    if (e < 0) fail(what, ": negative extent in ", joined(extents, " × "));  // strings only on failure
     if (__builtin_mul_overflow(p, e, &p)) fail(what, ": ", joined(extents, " × "), " does not fit in 64 bits");
   }
   return p;
@@ -27,7 +27,7 @@ std::int64_t checked_product(std::string_view what, std::initializer_list<std::i
 std::int64_t checked_sum(std::string_view what, std::initializer_list<std::int64_t> terms) {
   std::int64_t s = 0;
   for (std::int64_t t : terms) {
-    require(t >= 0, what, ": negative term in ", joined(terms, " + "));
+    if (t < 0) fail(what, ": negative term in ", joined(terms, " + "));
     if (__builtin_add_overflow(s, t, &s)) fail(what, ": ", joined(terms, " + "), " does not fit in 64 bits");
   }
   return s;

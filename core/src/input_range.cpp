@@ -53,13 +53,15 @@ void check_input_range(const Problem& p, const TensorView& q, const TensorView& 
   const Largest mq = scan(p, q, "q", true, p.heads_q, p.head_dim);
   const Largest mk = scan(p, k, "k", false, p.heads_kv, p.head_dim);
   const double scores = static_cast<double>(p.head_dim) * mq.abs * mk.abs * p.softmax_scale();
-  require(scores <= limit, "scores overflow fp32: head_dim · max|q| · max|k| · scale = ", scores, " exceeds 2^",
-          kInputRangeLog2, " (", at("q", mq), "; ", at("k", mk), "); scale the inputs down");
+  if (!(scores <= limit))
+    fail("scores overflow fp32: head_dim · max|q| · max|k| · scale = ", scores, " exceeds 2^", kInputRangeLog2, " (",
+         at("q", mq), "; ", at("k", mk), "); scale the inputs down");
   if (v == nullptr) return;
   const Largest mv = scan(p, *v, "v", false, p.heads_kv, p.dim_v());
   const double pv = static_cast<double>(p.seqlen_kv) * mv.abs;
-  require(pv <= limit, "P·V overflows fp32: seqlen_kv · max|v| = ", pv, " exceeds 2^", kInputRangeLog2, " (",
-          at("v", mv), "); scale the inputs down");
+  if (!(pv <= limit))
+    fail("P·V overflows fp32: seqlen_kv · max|v| = ", pv, " exceeds 2^", kInputRangeLog2, " (", at("v", mv),
+         "); scale the inputs down");
 }
 
 }  // namespace spattn

@@ -131,6 +131,7 @@ TileMask TileMask::dense(const MaskShape& shape) {
 }
 
 TileMask TileMask::from_bitmap(const MaskShape& shape, const std::vector<std::uint8_t>& bitmap) {
+  shape.validate();
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles();
   require(static_cast<std::int64_t>(bitmap.size()) == shape.num_rows() * tk, "bitmap: expected ",
           shape.num_rows() * tk, " entries (batch × mask_heads × ", tq, " × ", tk, "), got ", bitmap.size());
@@ -168,10 +169,12 @@ std::vector<std::uint8_t> TileMask::to_bitmap() const {
 }
 
 TileMask TileMask::coarsen(std::int32_t fq, std::int32_t fk) const {
-  require(fq >= 1 && fk >= 1, "coarsen: factors must be >= 1, got ", fq, " and ", fk);
+  require_in("coarsen fq", fq, Interval<std::int32_t>{1, MaskShape::kMaxTileQ});
+  require_in("coarsen fk", fk, Interval<std::int32_t>{1, MaskShape::kMaxTileK});
   MaskShape coarse = shape;
-  coarse.tile_q = shape.tile_q * fq;
+  coarse.tile_q = shape.tile_q * fq;  // both at most 2^11 · 2^11
   coarse.tile_k = shape.tile_k * fk;
+  coarse.validate();
   const std::int64_t tq = shape.num_q_tiles(), ctq = coarse.num_q_tiles();
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(coarse.num_rows()));
   for (std::int64_t bh = 0; bh < shape.batch * shape.mask_heads; ++bh)
@@ -189,6 +192,7 @@ TileMask TileMask::expand(std::int32_t fq, std::int32_t fk) const {
   MaskShape fine = shape;
   fine.tile_q = shape.tile_q / fq;
   fine.tile_k = shape.tile_k / fk;
+  fine.validate();
   const std::int64_t tq = shape.num_q_tiles(), ftq = fine.num_q_tiles();
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(fine.num_rows()));
   for (std::int64_t bh = 0; bh < shape.batch * shape.mask_heads; ++bh)

@@ -28,7 +28,7 @@ DType parse_dtype(std::string_view name) {
 
 TensorView TensorView::dense(void* data, DType dtype, Layout layout, std::int64_t batch, std::int64_t heads,
                              std::int64_t seqlen, std::int64_t dim) {
-  (void)batch;
+  checked_product("TensorView::dense [batch, heads, seqlen, dim]", {batch, heads, seqlen, dim});
   TensorView v;
   v.data = data;
   v.dtype = dtype;
@@ -45,6 +45,7 @@ TensorView TensorView::dense(void* data, DType dtype, Layout layout, std::int64_
 }
 
 TensorView TensorView::packed(void* data, DType dtype, std::int64_t heads, std::int64_t dim) {
+  checked_product("TensorView::packed [heads, dim]", {heads, dim});
   TensorView v;
   v.data = data;
   v.dtype = dtype;

@@ -14,6 +14,10 @@ HostTensor::HostTensor(DType dtype, std::int64_t batch, std::int64_t heads, std:
     : dtype_(dtype), layout_(layout), shape_{batch, heads, seqlen, dim} {
   const std::int64_t bytes = checked_bytes("HostTensor [batch, heads, seqlen, dim]", {batch, heads, seqlen, dim},
                                            static_cast<std::int64_t>(dtype_size(dtype)));
+  const TensorView v = TensorView::dense(nullptr, dtype, layout, batch, heads, seqlen, dim);
+  strides_[0] = v.stride_b;
+  strides_[1] = v.stride_h;
+  strides_[2] = v.stride_n;
   try {
     bytes_.assign(static_cast<std::size_t>(bytes), 0);
   } catch (const std::bad_alloc&) {
@@ -22,13 +26,17 @@ HostTensor::HostTensor(DType dtype, std::int64_t batch, std::int64_t heads, std:
 }
 
 TensorView HostTensor::view() const {
-  return TensorView::dense(const_cast<std::uint8_t*>(bytes_.data()), dtype_, layout_, shape_[0], shape_[1],
-                           shape_[2], shape_[3]);
+  TensorView v;
+  v.data = const_cast<std::uint8_t*>(bytes_.data());
+  v.dtype = dtype_;
+  v.stride_b = strides_[0];
+  v.stride_h = strides_[1];
+  v.stride_n = strides_[2];
+  return v;
 }
 
 std::int64_t HostTensor::offset(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t d) const {
-  const TensorView v = view();
-  return b * v.stride_b + h * v.stride_h + n * v.stride_n + d;
+  return b * strides_[0] + h * strides_[1] + n * strides_[2] + d;
 }
 
 float HostTensor::get(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t d) const {

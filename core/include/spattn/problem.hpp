@@ -38,7 +38,8 @@ struct TensorView {
   std::int64_t stride_b = 0, stride_h = 0, stride_n = 0;
   Memory memory = Memory::host;
 
-  /// Dense view of a [B, H, N, dim] (Layout::bhnd) or [B, N, H, dim] (Layout::bnhd) array.
+  /// Dense view of a [B, H, N, dim] (Layout::bhnd) or [B, N, H, dim] (Layout::bnhd) array; throws spattn::Error
+  /// when the extents are negative or their product overflows.
   static TensorView dense(void* data, DType dtype, Layout layout, std::int64_t batch, std::int64_t heads,
                           std::int64_t seqlen, std::int64_t dim);
   /// Packed variable-length view [total_tokens, H, dim].
