@@ -95,8 +95,9 @@ Eval evaluate(const std::vector<Slice>& slices, const sparge::Config& cfg, float
 }
 
 sparge::Params calibrate_sparge(const sparge::Config& base, const std::vector<Sample>& samples, const CalibrationTargets& t) {
-  require(t.l1 > 0.0f && t.l2 >= t.l1, "calibrate: need 0 < l1 <= l2, got l1 = ", t.l1, ", l2 = ", t.l2);
-  require(t.theta_steps >= 1 && t.theta_steps <= 256, "calibrate: theta_steps must be in [1, 256], got ", t.theta_steps);
+  require_in("calibrate l1", t.l1, Interval<float>{0.0f, INFINITY, true, true});
+  require(t.l2 >= t.l1, "calibrate: need l1 <= l2, got l1 = ", t.l1, ", l2 = ", t.l2);
+  require_in("calibrate theta_steps", t.theta_steps, Interval<int>{1, 256});
   sparge::Params params;
   params.block_q = base.block_q;
   params.block_k = base.block_k;
@@ -163,7 +164,7 @@ sparge::Params calibrate_sparge(const sparge::Config& base, const std::vector<Sa
 }
 
 sale::Params calibrate_sale(const sale::Config& base, const std::vector<Sample>& samples, const CalibrationTargets& t) {
-  require(t.sale_theta > 0.0f, "calibrate theta: must be > 0, got ", t.sale_theta);
+  require_in("calibrate theta", t.sale_theta, Interval<float>{0.0f, INFINITY, true, true});
   sale::Params params;
   params.bits = base.bits;
   params.local_window = base.local_window;

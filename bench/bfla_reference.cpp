@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
       WorkloadSpec spec;
       spec.kind = WorkloadKind::llm;
       spec.seqlen = n;
-      spec.seqlen_q = nq == n ? 0 : nq;
+      spec.seqlen_q = nq;
       spec.heads_q = heads;
       spec.heads_kv = heads / 2;
       spec.head_dim = 128;

@@ -63,13 +63,13 @@ awk -v d="$bf_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "bfla den
 one=$("$bin" run --method bfla --workload llm --seq 2000 --heads 2 --kv-heads 1 --dim 64 --gamma 1 --json) || bad "γ=1"
 [[ $one == *'"density":1.0'* && $one == *'"rel_l1":0.0'* ]] && ok || bad "bfla gamma=1 must be dense: $one"
 
-# SpargeAttn Stage 1: a sparse mask with τ < 1; θ > 1 forces every block (dense).
+# SpargeAttn Stage 1: a sparse mask with τ < 1; θ = 1 forces every block (dense).
 sp=$("$bin" run --method sparge --workload llm --seq 3000 --heads 2 --kv-heads 1 --dim 64 --cdf-threshold 0.5 \
        --sim-threshold -1 --json) || bad "sparge run"
 sp_density=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$sp")
 awk -v d="$sp_density" 'BEGIN { exit !(d > 0 && d < 1) }' && ok || bad "sparge density $sp_density"
-spd=$("$bin" run --method sparge --workload llm --seq 1000 --heads 1 --dim 64 --sim-threshold 2 --json) || bad "θ=2"
-[[ $spd == *'"density":1.0'* ]] && ok || bad "sparge theta=2 must be dense: $spd"
+spd=$("$bin" run --method sparge --workload llm --seq 1000 --heads 1 --dim 64 --sim-threshold 1 --json) || bad "θ=1"
+[[ $spd == *'"density":1.0'* ]] && ok || bad "sparge theta=1 must be dense: $spd"
 
 pv=$("$bin" run --method sparge --workload llm --seq 3000 --heads 2 --kv-heads 1 --dim 64 --pv-threshold 4 --json) \
   || bad "pv run"
@@ -167,6 +167,73 @@ expect_error "calibrate bad bounds" calibrate --l1 0.1 --l2 0.05 --seq 256 --dim
 expect_error "bad --bits" run --method sale --seq 64 --dim 32 --bits 3
 expect_error "bad --tau" run --method sale --seq 64 --dim 32 --tau 2
 expect_error "unwritable output" run --seq 64 --dim 32 --out /nonexistent/dir/o.npy
+
+# --- bad input that once crashed, hung or was silently changed (issue 19): the exact message --------------
+expect_message() {  # name, the expected message (after "spattn: error: "), then the command's arguments
+  local name=$1 want=$2
+  shift 2
+  timeout 20 "$bin" "$@" > "$tmp/out" 2> "$tmp/err"
+  local rc=$?
+  local got
+  got=$(cat "$tmp/err")
+  if [[ $rc -ne 0 && $rc -ne 124 && $(wc -l < "$tmp/err") -eq 1 && $got == "spattn: error: $want"* ]]; then
+    ok
+  else
+    bad "$name: rc=$rc, expected 'spattn: error: $want…', got: $got"
+  fi
+}
+expect_message "seq overflows numel" "q [batch, heads_q, seqlen_q, head_dim]: 1 × 4 × 4611686018427387904 × 64 does not fit in 64 bits" \
+  run --method dense --workload random --seq 4611686018427387904 --heads 4 --kv-heads 1 --dim 64
+expect_message "huge batch (was a hang)" "q [batch, heads_q, seqlen_q, head_dim]: 4611686018427387904 × 4 × 16 × 64 does not fit in 64 bits" \
+  run --workload llm --batch 4611686018427387904 --seq 16 --heads 4 --kv-heads 1 --dim 64
+expect_message "anchor step overflow" "anchor step: must be in [1, 2048], got 16777217" \
+  run --method anchor --seq 64 --dim 32 --step 16777217
+expect_message "--tile 0x0 dense" "dense tile_q: must be in [16, 2048], got 0" run --seq 64 --dim 32 --tile 0x0
+expect_message "--tile 0x0 fgattn" "fgattn tile_q (M): must be a multiple of 16 in [16, 128], got 0" \
+  run --method fgattn --seq 64 --dim 32 --tile 0x0
+expect_message "--tile 16x0 dense" "dense tile_k: must be in [1, 128], got 0" run --seq 64 --dim 32 --tile 16x0
+expect_message "--tile 16x0 bfla" "--tile/--tile-q: bfla sets its query tile (min(128, block)); give --tile-k" \
+  run --method bfla --seq 64 --dim 32 --tile 16x0
+expect_message "--tile-k 0 bfla" "bfla tile: must be in [1, 128], got 0" run --method bfla --seq 64 --dim 32 --tile-k 0
+expect_message "--gamma -1" "bfla gamma: must be in [0, 1] (1 = dense, 0 = no mass rule), got -1" \
+  run --method bfla --seq 64 --dim 32 --gamma -1
+expect_message "--gamma 2" "bfla gamma: must be in [0, 1] (1 = dense, 0 = no mass rule), got 2" \
+  run --method bfla --seq 64 --dim 32 --gamma 2
+expect_message "--sim-threshold 5" "sparge theta: must be in [-1, 1] (1 = no block self-similar: dense), got 5" \
+  run --method sparge --seq 64 --dim 32 --sim-threshold 5
+expect_message "--cdf-threshold 2" "sparge tau: must be in [0, 1], got 2" run --method sparge --seq 64 --dim 32 --cdf-threshold 2
+expect_message "anchor --theta -1" "anchor theta: must be in [0, inf] (inf = dense; or -inf: the anchor region only), got -1" \
+  run --method anchor --seq 64 --dim 32 --theta -1
+expect_message "--pv-vote-rows 7" "pv_vote_rows: must be 0 (the whole row block), 16, 32, 64 or 128, got 7" \
+  run --seq 64 --dim 32 --pv-vote-rows 7
+expect_message "--seq-q 0" "workload seqlen_q: must be in [1, 64], got 0" run --seq 64 --seq-q 0 --dim 32
+expect_message "--threads 0" "--threads: Value 0 not in range 1 to 65536" run --seq 64 --dim 32 --threads 0
+# Finite inputs whose scores overflow fp32: float32 [1,1,2,32], every value 1e20.
+{
+  hdr="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 32), }"
+  printf '\x93NUMPY\x01\x00\x76\x00%s' "$hdr"
+  printf '%*s\n' $((128 - 10 - ${#hdr} - 1)) ''
+  for i in $(seq 1 64); do printf '\xec\x78\xad\x60'; done
+} > "$tmp/huge.npy"
+expect_message "scores overflow fp32" "scores overflow fp32: head_dim · max|q| · max|k| · scale = 5.65685e+40 exceeds 2^100" \
+  run --q "$tmp/huge.npy" --k "$tmp/huge.npy" --v "$tmp/huge.npy"
+expect_message "--seq 1e12" "q [batch, heads_q, seqlen_q, head_dim]: 1 × 1 × 1000000000000 × 64 elements of 4 bytes exceed the limit of one array, 1099511627776 bytes (2^40, spattn::kMaxAllocationBytes)" \
+  run --seq 1000000000000 --dim 64
+# Output paths are checked before the work: a 16K calibration would take minutes, this must fail at once.
+start=$SECONDS
+expect_message "calibrate --out unwritable" "--out '/nonexistent/dir/p.json': cannot write there" \
+  calibrate --seq 16384 --heads 4 --out /nonexistent/dir/p.json
+expect_message "run --mask-out unwritable" "--mask-out '/nonexistent/dir/m.npz': cannot write there" \
+  run --seq 16384 --heads 4 --mask-out /nonexistent/dir/m.npz
+expect_message "run --out a directory" "--out '$tmp': is a directory" run --seq 16384 --heads 4 --out "$tmp"
+(( SECONDS - start <= 5 )) && ok || bad "output paths were not checked before the work ($((SECONDS - start)) s)"
+[[ ! -e "$tmp/probe.npy" ]] && "$bin" run --seq 64 --dim 32 --out "$tmp/probe.npy" > /dev/null && [[ -s "$tmp/probe.npy" ]] \
+  && ok || bad "a writable --out must be written"
+# Global options anywhere on the line.
+"$bin" run --threads 2 --seq 64 --dim 32 --json > "$tmp/t_after.json" && "$bin" --threads 2 run --seq 64 --dim 32 --json \
+  > "$tmp/t_before.json" && ok || bad "--threads after the subcommand"
+[[ $(sed 's/"[a-z_]*_ms":[^,]*,//g; s/"speedup":[^,]*,//' "$tmp/t_after.json") == \
+   $(sed 's/"[a-z_]*_ms":[^,]*,//g; s/"speedup":[^,]*,//' "$tmp/t_before.json") ]] && ok || bad "--threads position changes results"
 
 echo "$passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -57,7 +57,7 @@ std::vector<double> oracle(const Problem& p, const HostTensor& q, const HostTens
                            Allowed allowed) {
   const std::int64_t dv = p.dim_v();
   std::vector<double> out(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q * dv), 0.0);
-  const double scale = p.scale != 0.0f ? p.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  const double scale = p.scale ? *p.scale : 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   std::vector<double> s;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
@@ -112,7 +112,7 @@ inline Workload test_workload(WorkloadKind kind, std::int64_t n, std::int64_t he
   WorkloadSpec s;
   s.kind = kind;
   s.seqlen = n;
-  s.seqlen_q = nq;
+  if (nq != 0) s.seqlen_q = nq;
   s.heads_q = heads;
   s.heads_kv = kv;
   s.head_dim = 64;

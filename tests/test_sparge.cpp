@@ -41,9 +41,9 @@ sparge::Config cfg(float theta, float tau) {
   return c;
 }
 
-TEST_CASE("theta and tau limits: theta above 1 forces every block, tau = 1 keeps every similar block") {
+TEST_CASE("theta and tau limits: theta = 1 forces every block, tau = 1 keeps every similar block") {
   const Workload w = llm(700);
-  const auto all_forced = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(2.0f, 0.1f));
+  const auto all_forced = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(1.0f, 0.1f));
   CHECK(all_forced.mask.tiles == TileMask::dense(all_forced.mask.shape).tiles);
   const auto all_kept = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(-1.0f, 1.0f));
   CHECK(all_kept.mask.tiles == TileMask::dense(all_kept.mask.shape).tiles);
@@ -75,7 +75,7 @@ TEST_CASE("TopCdf rule on pooled scores; diagonal blocks and forced columns are 
 TEST_CASE("GQA: theta per query head against the KV head's key similarity; top-k counts; determinism") {
   const Workload w = llm(800, 4, 2);
   sparge::Config c = cfg(-1.0f, 0.3f);
-  c.theta = {-1.0f, 2.0f, -1.0f, -1.0f};  // head 1 finds nothing similar: dense
+  c.theta = {-1.0f, 1.0f, -1.0f, -1.0f};  // head 1 finds nothing similar: dense
   const auto est = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), c);
   for (std::int64_t i = 0; i < est.mask.shape.num_q_tiles(); ++i)
     CHECK(static_cast<std::int64_t>(est.mask.row(0, 1, i).size()) == est.mask.shape.reachable_k_tiles(0, i));
@@ -124,7 +124,7 @@ namespace {
 
 TEST_CASE("sparge limits give the dense output; no skipping at an infinite threshold; no empty causal row") {
   const Workload w = llm(700, 2, 1, 500);
-  const auto dense_mask = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(2.0f, 0.1f)).mask;
+  const auto dense_mask = reference::sparge_estimate(w.problem, w.q.view(), w.k.view(), cfg(1.0f, 0.1f)).mask;
   HostTensor a(DType::f32, 1, 2, 500, 64), b = a, c = a;
   attend(w.problem, w.q.view(), w.k.view(), w.v.view(), dense_mask, a.view());
   attend(w.problem, w.q.view(), w.k.view(), w.v.view(), TileMask::dense(dense_mask.shape), b.view());

@@ -100,7 +100,7 @@ TEST_CASE("llm workload has sinks and a local band; random has neither") {
 
 TEST_CASE("video workload attends locally in space and time") {
   WorkloadSpec s = spec(WorkloadKind::video, 8 * 8 * 8);
-  s.frames = s.height = s.width = 8;
+  s.grid = VideoGrid{8, 8, 8};
   s.dtype = DType::f32;
   const Workload w = make_workload(s);
   double near = 0, rows = 0;
@@ -139,7 +139,10 @@ TEST_CASE("bad workload specs are rejected naming the field") {
   CHECK(err([](WorkloadSpec& s) { s.seqlen = 0; }).find("seqlen") != std::string::npos);
   CHECK(err([](WorkloadSpec& s) { s.seqlen_q = 65; }).find("seqlen_q") != std::string::npos);
   CHECK(err([](WorkloadSpec& s) { s.head_dim = 20; }).find("head_dim") != std::string::npos);
-  CHECK(err([](WorkloadSpec& s) { s.frames = 2, s.height = 2, s.width = 2; }).find("frames") != std::string::npos);
+  CHECK(err([](WorkloadSpec& s) { s.grid = VideoGrid{2, 2, 2}; }) ==
+        "workload grid frames×height×width: 2×2×2 holds fewer than seqlen = 64 tokens");
+  CHECK(err([](WorkloadSpec& s) { s.grid = VideoGrid{0, 0, 0}; }) ==
+        "workload grid: frames, height and width must be >= 1, got 0×0×0");
   CHECK_THROWS_AS(parse_workload_kind("text"), Error);
 }
 

@@ -58,7 +58,7 @@ Workload load_inputs(const FileInputs& f) {
   p.seqlen_q = w.q.seqlen();
   p.seqlen_kv = w.k.seqlen();
   p.head_dim = w.q.dim();
-  p.head_dim_v = w.v.dim() == w.q.dim() ? 0 : w.v.dim();
+  p.head_dim_v = w.v.dim();
   p.causal = f.causal;
   p.dtype = w.q.dtype();
   p.validate();

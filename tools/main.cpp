@@ -1,13 +1,17 @@
 // spattn: the command-line program. `spattn demo`, `spattn run …`, `spattn inspect MASK.npz`.
-// Every error is one line on stderr and a non-zero exit status.
+// Every error is one line on stderr and a non-zero exit status. Global options (--threads) go anywhere on the
+// line: a subcommand passes options it does not know to the program (CLI11's fallthrough).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <tbb/global_control.h>
 
 #include <memory>
+#include <new>
+#include <optional>
 
 #include "methods.hpp"
+#include "output_paths.hpp"
 #include "run.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
@@ -41,11 +45,13 @@ int main(int argc, char** argv) {
   using namespace spattn;
   CLI::App app{"spattn: training-free sparse attention (SpargeAttn, SALE, AnchorAttention, FG-Attn, BFLA)"};
   app.require_subcommand(1);
-  int threads = 0;
-  app.add_option("--threads", threads, "worker threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  app.fallthrough();  // inherited by the subcommands below
+  std::optional<int> threads;
+  app.add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::Range(1, 1 << 16));
 
   app.add_subcommand("demo", "run every implemented method on the built-in workloads and print a table");
 
+  // Numbers are range-checked by the library (one wording for every range), not by CLI11.
   auto* run = app.add_subcommand("run", "estimate a mask with a method, attend, and compare with dense attention");
   cli::RunOptions options;
   WorkloadSpec spec;
@@ -55,12 +61,11 @@ int main(int argc, char** argv) {
   run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge | sale");
   run->add_option("--backend", options.backend, "auto | reference | cuda (inputs copied to the GPU once; CUDA builds)");
   run->add_option("--workload", workload, "llm | video | random");
-  run->add_option("--seq", spec.seqlen, "sequence length (keys)")->check(CLI::PositiveNumber);
-  run->add_option("--seq-q", spec.seqlen_q, "query rows (< --seq: chunked prefill, the last rows)")
-      ->check(CLI::NonNegativeNumber);
-  run->add_option("--batch", spec.batch, "batch size")->check(CLI::PositiveNumber);
-  run->add_option("--heads", spec.heads_q, "query heads")->check(CLI::PositiveNumber);
-  run->add_option("--kv-heads", spec.heads_kv, "key/value heads (divides --heads)")->check(CLI::PositiveNumber);
+  run->add_option("--seq", spec.seqlen, "sequence length (keys)");
+  run->add_option("--seq-q", spec.seqlen_q, "query rows (< --seq: chunked prefill, the last rows)");
+  run->add_option("--batch", spec.batch, "batch size");
+  run->add_option("--heads", spec.heads_q, "query heads");
+  run->add_option("--kv-heads", spec.heads_kv, "key/value heads (divides --heads)");
   run->add_option("--dim", spec.head_dim, "head dimension (32..256, multiple of 8)");
   run->add_option("--dtype", dtype, "f32 | f16 | bf16 (workloads)");
   run->add_option("--seed", spec.seed, "workload seed");
@@ -72,8 +77,8 @@ int main(int argc, char** argv) {
   run->add_flag("--non-causal", non_causal, "file inputs: non-causal attention (default causal)");
   std::string tile;
   run->add_option("--tile", tile, "mask tiles MxN, e.g. 32x32 (default: the method's)");
-  run->add_option("--tile-q", options.method_options.tile_q, "mask query tile (16..2048)")->check(CLI::Range(16, 2048));
-  run->add_option("--tile-k", options.method_options.tile_k, "mask key tile (1..128)")->check(CLI::Range(1, 128));
+  run->add_option("--tile-q", options.method_options.tile_q, "mask query tile (16..2048)");
+  run->add_option("--tile-k", options.method_options.tile_k, "mask key tile (1..128)");
   run->add_option("--top-p", options.method_options.top_p, "fgattn: kept probability mass p (default 0.9)");
   run->add_option("--merge", options.method_options.merge, "fgattn: none | consecutive | xor (default xor)");
   run->add_option("--semantics", options.method_options.semantics, "fgattn: exact | union (default exact)");
@@ -120,9 +125,9 @@ int main(int argc, char** argv) {
   cal->add_option("--l1", tune.l1, "error bound of the mask search (default 0.08)");
   cal->add_option("--l2", tune.l2, "error bound with PV-skip (default 0.09)");
   cal->add_option("--workload", cal_workload, "llm | video | random");
-  cal->add_option("--seq", cal_spec.seqlen, "sample length")->check(CLI::PositiveNumber);
-  cal->add_option("--heads", cal_spec.heads_q, "query heads")->check(CLI::PositiveNumber);
-  cal->add_option("--kv-heads", cal_spec.heads_kv, "key/value heads")->check(CLI::PositiveNumber);
+  cal->add_option("--seq", cal_spec.seqlen, "sample length");
+  cal->add_option("--heads", cal_spec.heads_q, "query heads");
+  cal->add_option("--kv-heads", cal_spec.heads_kv, "key/value heads");
   cal->add_option("--dim", cal_spec.head_dim, "head dimension");
   cal->add_option("--samples", cal_samples, "calibration inputs (seeds seed, seed+1, …)")->check(CLI::Range(1, 64));
   cal->add_option("--seed", cal_spec.seed, "first seed");
@@ -146,15 +151,16 @@ int main(int argc, char** argv) {
 
   try {
     std::unique_ptr<tbb::global_control> limit;
-    if (threads > 0)
+    if (threads)
       limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                    static_cast<std::size_t>(threads));
+                                                    static_cast<std::size_t>(*threads));
     if (app.got_subcommand("demo")) return cli::run_demo();
     if (app.got_subcommand("inspect")) return inspect(mask_path);
     if (app.got_subcommand("calibrate")) {
       require(cal_method == "sparge" || cal_method == "sale", "--method: calibrate supports sparge and sale, got '",
               cal_method, "'");
       cal_spec.kind = parse_workload_kind(cal_workload);
+      cli::require_writable(cal_out, "--out");
       std::vector<Workload> workloads;
       std::vector<Sample> samples;
       for (int i = 0; i < cal_samples; ++i) {
@@ -208,6 +214,9 @@ int main(int argc, char** argv) {
       require(used_q == x && used_k == tile.size() - x - 1 && used_q > 0, "--tile: expected MxN such as 32x32, got '",
               tile, "'");
     }
+    cli::require_writable(options.out, "--out");
+    cli::require_writable(options.mask_out, "--mask-out");
+    cli::require_writable(options.mask_png, "--mask-png");
     Workload w;
     std::string name;
     if (!files.q.empty() || !files.k.empty() || !files.v.empty()) {
@@ -227,6 +236,9 @@ int main(int argc, char** argv) {
     if (json) std::printf("%s\n", cli::to_json(r).c_str());
     else cli::print_table({r});
     return 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "spattn: error: out of memory (the inputs or the mask do not fit in this machine)\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "spattn: error: %s\n", e.what());
     return 1;

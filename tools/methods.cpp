@@ -13,8 +13,8 @@ void set(T& field, const std::optional<U>& value) {
 }
 
 void tiles(std::int32_t& q, std::int32_t& k, const MethodOptions& o) {
-  if (o.tile_q != 0) q = o.tile_q;
-  if (o.tile_k != 0) k = o.tile_k;
+  set(q, o.tile_q);
+  set(k, o.tile_k);
 }
 
 }  // namespace
@@ -33,12 +33,12 @@ MethodConfig method_config(const std::string& name, const MethodOptions& o, std:
     if (!o.semantics.empty())
       fg->semantics = o.semantics == "exact" ? fg_attn::Semantics::exact : fg_attn::Semantics::union_keys;
   } else if (auto* anchor = std::get_if<anchor_attn::Config>(&config)) {
-    require(o.tile_q == 0 && o.tile_k == 0, "--tile: anchor sets its own tiles (groups of 128·step rows, single-key stripes)");
+    require(!o.tile_q && !o.tile_k, "--tile: anchor sets its own tiles (groups of 128·step rows, single-key stripes)");
     set(anchor->theta, o.theta);
     set(anchor->step, o.step);
   } else if (auto* bf = std::get_if<bfla::Config>(&config)) {
-    require(o.tile_q == 0, "--tile-q: bfla sets its query tile (min(128, block))");
-    if (o.tile_k != 0) bf->tile = o.tile_k;
+    require(!o.tile_q, "--tile/--tile-q: bfla sets its query tile (min(128, block)); give --tile-k");
+    set(bf->tile, o.tile_k);
     set(bf->block, o.block);
     set(bf->group, o.group);
     set(bf->gamma, o.gamma);
@@ -64,7 +64,7 @@ MethodConfig method_config(const std::string& name, const MethodOptions& o, std:
     }
     sp->attention_sink = o.sink;
   } else if (auto* sa = std::get_if<sale::Config>(&config)) {
-    require(o.tile_q == 0 && o.tile_k == 0, "--tile: sale uses 64×32 blocks");
+    require(!o.tile_q && !o.tile_k, "--tile: sale uses 64×32 blocks");
     if (!o.params.empty()) {
       const sale::Params params = load_sale_params(o.params);
       require(static_cast<std::int64_t>(params.tau.size()) == heads_q, "--params: '", o.params, "' has ",

@@ -9,9 +9,10 @@
 
 namespace spattn::cli {
 
-/// Method hyper-parameters settable from the command line; unset values keep the method's default.
+/// Method hyper-parameters settable from the command line; unset values keep the method's default (a value
+/// given, 0 included, is always passed on and checked by the library).
 struct MethodOptions {
-  std::int32_t tile_q = 0, tile_k = 0;  ///< 0: the method's default tiles
+  std::optional<std::int32_t> tile_q, tile_k;  ///< unset: the method's default tiles
   std::optional<float> top_p;           ///< fgattn
   std::string merge;                    ///< fgattn: none | consecutive | xor
   std::string semantics;                ///< fgattn: exact | union

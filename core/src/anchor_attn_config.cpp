@@ -1,17 +1,18 @@
-#include "spattn/methods/anchor_attn.hpp"
+#include <cmath>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
+#include "spattn/methods/anchor_attn.hpp"
 
 namespace spattn::anchor_attn {
 
 void Config::validate() const {
-  require(block >= 1, "anchor block: must be >= 1, got ", block);
-  require(step >= 1, "anchor step: must be >= 1, got ", step);
-  require(group_rows() >= 16 && group_rows() <= 2048, "anchor block×step: the group of ", group_rows(),
-          " rows must be in [16, 2048]");
-  require(theta == theta, "anchor theta: is NaN (use ±inf for all/no stripes)");
-  require(n_sink >= 0, "anchor n_sink: must be >= 0, got ", n_sink);
-  require(local_lead >= 0, "anchor local_lead: must be >= 0, got ", local_lead);
+  require_in("anchor block", block, Interval<std::int32_t>{1, 2048});
+  require_in("anchor step", step, Interval<std::int32_t>{1, 2048});
+  require_in("anchor block×step (rows per group)", std::int64_t{block} * step, Interval<std::int64_t>{16, 2048});
+  if (theta != -INFINITY) require_in("anchor theta", theta, Interval<float>{0.0f, INFINITY}, " (inf = dense; or -inf: the anchor region only)");
+  require_in("anchor n_sink", n_sink, Interval<std::int64_t>{0, kMaxAllocationBytes});
+  require_in("anchor local_lead", local_lead, Interval<std::int64_t>{0, kMaxAllocationBytes});
 }
 
 }  // namespace spattn::anchor_attn

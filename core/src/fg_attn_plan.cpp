@@ -27,8 +27,8 @@ Merge parse_merge(std::string_view name) {
 void Config::validate() const {
   require(tile_q >= 16 && tile_q <= 128 && tile_q % 16 == 0, "fgattn tile_q (M): must be a multiple of 16 in [16, 128], got ",
           tile_q);
-  require(tile_k >= 1 && tile_k <= 128, "fgattn tile_k (N): must be in [1, 128], got ", tile_k);
-  require(top_p == top_p && top_p > 0.0f, "fgattn top_p: must be > 0 (p >= 1 keeps every tile), got ", top_p);
+  require_in("fgattn tile_k (N)", tile_k, Interval<std::int32_t>{1, 128});
+  require_in("fgattn top_p", top_p, Interval<float>{0.0f, 1.0f, true, false}, " (1 keeps every tile)");
   require(work_rows >= tile_q && work_rows % tile_q == 0 && work_rows / tile_q <= 32,
           "fgattn work_rows: must be a multiple of tile_q with at most 32 tiles, got ", work_rows);
 }

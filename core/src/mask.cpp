@@ -32,29 +32,32 @@ std::int64_t MaskShape::reachable_k_tiles(std::int64_t b, std::int64_t t) const 
 }
 
 void MaskShape::validate() const {
-  require(tile_q >= kMinTileQ && tile_q <= kMaxTileQ, "tile_q: must be in [", kMinTileQ, ", ", kMaxTileQ,
-          "], got ", tile_q);
-  require(tile_k >= kMinTileK && tile_k <= kMaxTileK, "tile_k: must be in [", kMinTileK, ", ", kMaxTileK,
-          "], got ", tile_k);
-  require(batch >= 1, "mask batch: must be >= 1, got ", batch);
-  require(mask_heads >= 1, "mask_heads: must be >= 1, got ", mask_heads);
-  require(seqlen_q >= 1, "mask seqlen_q: must be >= 1, got ", seqlen_q);
-  require(seqlen_kv >= 1, "mask seqlen_kv: must be >= 1, got ", seqlen_kv);
+  require_in("tile_q", tile_q, Interval<std::int32_t>{kMinTileQ, kMaxTileQ});
+  require_in("tile_k", tile_k, Interval<std::int32_t>{kMinTileK, kMaxTileK});
+  constexpr std::int64_t kMax = std::int64_t{1} << 62;
+  require_in("mask batch", batch, Interval<std::int64_t>{1, kMax});
+  require_in("mask_heads", mask_heads, Interval<std::int64_t>{1, kMax});
+  require_in("mask seqlen_q", seqlen_q, Interval<std::int64_t>{1, kMax});
+  require_in("mask seqlen_kv", seqlen_kv, Interval<std::int64_t>{1, kMax});
   require(seqlen_kv / tile_k < std::numeric_limits<std::int32_t>::max(), "mask seqlen_kv: too many key tiles");
+  // Rows and every rows × key tiles array must be addressable and allocatable before anything builds them.
+  const std::int64_t rows = checked_product("mask rows [batch, mask_heads, query tiles]", {batch, mask_heads, num_q_tiles()});
+  checked_bytes("mask [batch, mask_heads, query tiles, key tiles]", {rows, num_k_tiles()}, 4);
+  checked_bytes("mask row_ptr [rows + 1]", {rows + 1}, 8);
   for (const auto* lens : {&seqlens_q, &seqlens_kv}) {
     const bool is_q = lens == &seqlens_q;
     const std::int64_t max_len = is_q ? seqlen_q : seqlen_kv;
     if (lens->empty()) continue;
     require(static_cast<std::int64_t>(lens->size()) == batch, is_q ? "seqlens_q" : "seqlens_kv",
             ": expected one length per sequence (", batch, "), got ", lens->size());
-    for (std::int64_t len : *lens)
-      require(len >= 0 && len <= max_len, is_q ? "seqlens_q" : "seqlens_kv", ": length ", len,
-              " outside [0, ", max_len, "]");
+    for (std::int64_t len : *lens) require_in(is_q ? "seqlens_q" : "seqlens_kv", len, Interval<std::int64_t>{0, max_len});
   }
-  if (causal)
-    for (std::int64_t b = 0; b < batch; ++b)
-      require(seqlen_q_of(b) <= seqlen_kv_of(b), "mask seqlen_q: causal masks need seqlen_q <= seqlen_kv, got ",
-              seqlen_q_of(b), " > ", seqlen_kv_of(b));
+  if (!causal) return;
+  // One check for a uniform batch: a loop over its entries would take as long as the batch is large.
+  const bool uniform = seqlens_q.empty() && seqlens_kv.empty();
+  for (std::int64_t b = 0; b < (uniform ? 1 : batch); ++b)
+    require(seqlen_q_of(b) <= seqlen_kv_of(b), "mask seqlen_q: causal masks need seqlen_q <= seqlen_kv, got ",
+            seqlen_q_of(b), " > ", seqlen_kv_of(b));
 }
 
 void TileMask::validate() const {
@@ -123,6 +126,7 @@ TileMask TileMask::dense(const MaskShape& shape) {
 }
 
 TileMask TileMask::from_bitmap(const MaskShape& shape, const std::vector<std::uint8_t>& bitmap) {
+  shape.validate();
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles();
   require(static_cast<std::int64_t>(bitmap.size()) == shape.num_rows() * tk, "bitmap: expected ",
           shape.num_rows() * tk, " entries (batch × mask_heads × ", tq, " × ", tk, "), got ", bitmap.size());
@@ -160,10 +164,12 @@ std::vector<std::uint8_t> TileMask::to_bitmap() const {
 }
 
 TileMask TileMask::coarsen(std::int32_t fq, std::int32_t fk) const {
-  require(fq >= 1 && fk >= 1, "coarsen: factors must be >= 1, got ", fq, " and ", fk);
+  require_in("coarsen fq", fq, Interval<std::int32_t>{1, MaskShape::kMaxTileQ});
+  require_in("coarsen fk", fk, Interval<std::int32_t>{1, MaskShape::kMaxTileK});
   MaskShape coarse = shape;
-  coarse.tile_q = shape.tile_q * fq;
+  coarse.tile_q = shape.tile_q * fq;  // both at most 2^11 · 2^11
   coarse.tile_k = shape.tile_k * fk;
+  coarse.validate();
   const std::int64_t tq = shape.num_q_tiles(), ctq = coarse.num_q_tiles();
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(coarse.num_rows()));
   for (std::int64_t bh = 0; bh < shape.batch * shape.mask_heads; ++bh)
@@ -181,6 +187,7 @@ TileMask TileMask::expand(std::int32_t fq, std::int32_t fk) const {
   MaskShape fine = shape;
   fine.tile_q = shape.tile_q / fq;
   fine.tile_k = shape.tile_k / fk;
+  fine.validate();
   const std::int64_t tq = shape.num_q_tiles(), ftq = fine.num_q_tiles();
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(fine.num_rows()));
   for (std::int64_t bh = 0; bh < shape.batch * shape.mask_heads; ++bh)

@@ -1,6 +1,7 @@
 // TileMask export (FlexAttention BlockMask lists, FlashInfer BSR). Mask files: io/src/mask_file.cpp.
 #include <limits>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask.hpp"
 
@@ -11,6 +12,12 @@ namespace {
 /// outside MaskShape's limits still work, but no inconsistent mask can make them write out of
 /// bounds.
 void check_csr(const TileMask& m, const char* what) {
+  const MaskShape& s = m.shape;
+  require(s.tile_q >= 1 && s.tile_k >= 1 && s.batch >= 1 && s.mask_heads >= 1 && s.seqlen_q >= 0 && s.seqlen_kv >= 0,
+          what, ": tiles, batch and mask_heads must be >= 1 and lengths >= 0");
+  // The dense [rows, key tiles] lists of the FlexAttention export must be addressable and allocatable.
+  checked_bytes(std::string(what) + " [batch, mask_heads, query tiles, key tiles]",
+                {s.batch, s.mask_heads, s.num_q_tiles(), s.num_k_tiles()}, 4);
   for (const auto* lens : {&m.shape.seqlens_q, &m.shape.seqlens_kv})
     require(lens->empty() || static_cast<std::int64_t>(lens->size()) == m.shape.batch, what,
             ": per-sequence lengths for ", lens->size(), " sequences, batch is ", m.shape.batch);

@@ -9,10 +9,8 @@
 namespace spattn {
 
 void DenseConfig::validate() const {
-  require(tile_q >= MaskShape::kMinTileQ && tile_q <= MaskShape::kMaxTileQ, "dense tile_q: must be in [",
-          MaskShape::kMinTileQ, ", ", MaskShape::kMaxTileQ, "], got ", tile_q);
-  require(tile_k >= MaskShape::kMinTileK && tile_k <= MaskShape::kMaxTileK, "dense tile_k: must be in [",
-          MaskShape::kMinTileK, ", ", MaskShape::kMaxTileK, "], got ", tile_k);
+  require_in("dense tile_q", tile_q, Interval<std::int32_t>{MaskShape::kMinTileQ, MaskShape::kMaxTileQ});
+  require_in("dense tile_k", tile_k, Interval<std::int32_t>{MaskShape::kMinTileK, MaskShape::kMaxTileK});
 }
 
 std::string_view method_name(const MethodConfig& config) {

@@ -1,8 +1,10 @@
 #include "spattn/problem.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
 
@@ -26,7 +28,7 @@ DType parse_dtype(std::string_view name) {
 
 TensorView TensorView::dense(void* data, DType dtype, Layout layout, std::int64_t batch, std::int64_t heads,
                              std::int64_t seqlen, std::int64_t dim) {
-  (void)batch;
+  checked_product("TensorView::dense [batch, heads, seqlen, dim]", {batch, heads, seqlen, dim});
   TensorView v;
   v.data = data;
   v.dtype = dtype;
@@ -43,6 +45,7 @@ TensorView TensorView::dense(void* data, DType dtype, Layout layout, std::int64_
 }
 
 TensorView TensorView::packed(void* data, DType dtype, std::int64_t heads, std::int64_t dim) {
+  checked_product("TensorView::packed [heads, dim]", {heads, dim});
   TensorView v;
   v.data = data;
   v.dtype = dtype;
@@ -53,7 +56,7 @@ TensorView TensorView::packed(void* data, DType dtype, std::int64_t heads, std::
 }
 
 float Problem::softmax_scale() const {
-  return scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  return scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
 std::int64_t Problem::seqlen_q_of(std::int64_t b) const {
@@ -77,9 +80,9 @@ void check_cu_seqlens(const std::vector<std::int64_t>& cu, std::int64_t batch, s
   require(cu[0] == 0, name, "[0]: must be 0, got ", cu[0]);
   std::int64_t longest = 0;
   for (std::int64_t b = 0; b < batch; ++b) {
-    const std::int64_t len = cu[b + 1] - cu[b];
-    require(len >= 0, name, ": offsets must be non-decreasing, got ", cu[b], " then ", cu[b + 1]);
-    longest = len > longest ? len : longest;
+    // Compared before subtracting: offsets come from the caller and may be anything.
+    require(cu[b] <= cu[b + 1], name, ": offsets must be non-decreasing, got ", cu[b], " then ", cu[b + 1]);
+    longest = std::max(longest, cu[b + 1] - cu[b]);
   }
   require(longest == max_len, name, ": the longest sequence has ", longest,
           " tokens but the problem's maximum length is ", max_len);
@@ -88,20 +91,25 @@ void check_cu_seqlens(const std::vector<std::int64_t>& cu, std::int64_t batch, s
 }  // namespace
 
 void Problem::validate() const {
-  require(batch >= 1, "batch: must be >= 1, got ", batch);
-  require(heads_q >= 1, "heads_q: must be >= 1, got ", heads_q);
-  require(heads_kv >= 1, "heads_kv: must be >= 1, got ", heads_kv);
+  constexpr std::int64_t kMax = std::int64_t{1} << 62;  // extents beyond are caught here, before any product
+  require_in("batch", batch, Interval<std::int64_t>{1, kMax});
+  require_in("heads_q", heads_q, Interval<std::int64_t>{1, kMax});
+  require_in("heads_kv", heads_kv, Interval<std::int64_t>{1, kMax});
   require(heads_q % heads_kv == 0, "heads_q: must be a multiple of heads_kv (", heads_kv, "), got ", heads_q);
-  require(seqlen_q >= 1, "seqlen_q: must be >= 1, got ", seqlen_q);
-  require(seqlen_kv >= 1, "seqlen_kv: must be >= 1, got ", seqlen_kv);
-  require(head_dim >= kMinHeadDim && head_dim <= kMaxHeadDim, "head_dim: must be in [", kMinHeadDim, ", ",
-          kMaxHeadDim, "], got ", head_dim);
+  require_in("seqlen_q", seqlen_q, Interval<std::int64_t>{1, kMax});
+  require_in("seqlen_kv", seqlen_kv, Interval<std::int64_t>{1, kMax});
+  require_in("head_dim", head_dim, Interval<std::int64_t>{kMinHeadDim, kMaxHeadDim});
   require(head_dim % 8 == 0, "head_dim: must be a multiple of 8, got ", head_dim);
-  require(head_dim_v == 0 || (head_dim_v >= kMinHeadDim && head_dim_v <= kMaxHeadDim && head_dim_v % 8 == 0),
-          "head_dim_v: must be 0 (= head_dim) or a multiple of 8 in [", kMinHeadDim, ", ", kMaxHeadDim,
-          "], got ", head_dim_v);
-  require(std::isfinite(scale) && scale >= 0.0f, "scale: must be finite and >= 0 (0 = 1/sqrt(head_dim)), got ",
-          scale);
+  if (head_dim_v) {
+    require_in("head_dim_v", *head_dim_v, Interval<std::int64_t>{kMinHeadDim, kMaxHeadDim});
+    require(*head_dim_v % 8 == 0, "head_dim_v: must be a multiple of 8, got ", *head_dim_v);
+  }
+  if (scale) require_in("scale", *scale, Interval<float>{0.0f, INFINITY, false, true});
+  // Every tensor must be addressable and allocatable before anything indexes or allocates by these extents.
+  checked_bytes("q [batch, heads_q, seqlen_q, head_dim]", {batch, heads_q, seqlen_q, head_dim}, 4);
+  checked_bytes("k [batch, heads_kv, seqlen_kv, head_dim]", {batch, heads_kv, seqlen_kv, head_dim}, 4);
+  checked_bytes("v [batch, heads_kv, seqlen_kv, head_dim_v]", {batch, heads_kv, seqlen_kv, dim_v()}, 4);
+  checked_bytes("o [batch, heads_q, seqlen_q, head_dim_v]", {batch, heads_q, seqlen_q, dim_v()}, 4);
   require(cu_seqlens_q.empty() == cu_seqlens_kv.empty(),
           "cu_seqlens: give both cu_seqlens_q and cu_seqlens_kv or neither (got ", cu_seqlens_q.size(), " and ",
           cu_seqlens_kv.size(), " offsets)");
@@ -109,17 +117,18 @@ void Problem::validate() const {
     check_cu_seqlens(cu_seqlens_q, batch, seqlen_q, "cu_seqlens_q");
     check_cu_seqlens(cu_seqlens_kv, batch, seqlen_kv, "cu_seqlens_kv");
   }
-  if (causal) {
-    for (std::int64_t b = 0; b < batch; ++b) {
-      require(seqlen_q_of(b) <= seqlen_kv_of(b), "seqlen_q: causal attention needs seqlen_q <= seqlen_kv, got ",
-              seqlen_q_of(b), " > ", seqlen_kv_of(b), varlen() ? " (a sequence of the batch)" : "");
-    }
-  }
+  if (!causal) return;
+  // One check for a uniform batch: a loop over its entries would take as long as the batch is large.
+  for (std::int64_t b = 0; b < (varlen() ? batch : 1); ++b)
+    require(seqlen_q_of(b) <= seqlen_kv_of(b), "seqlen_q: causal attention needs seqlen_q <= seqlen_kv, got ",
+            seqlen_q_of(b), " > ", seqlen_kv_of(b), varlen() ? " (a sequence of the batch)" : "");
 }
 
 namespace {
 
-void check_view(const TensorView& t, const char* name, DType dtype, std::int64_t heads, std::int64_t dim) {
+/// `rows`: the rows of one (batch, head) the view addresses (a packed variable-length view: all of them).
+void check_view(const TensorView& t, const char* name, DType dtype, std::int64_t batch, std::int64_t heads,
+                std::int64_t rows, std::int64_t dim) {
   require(t.data != nullptr, name, ": data pointer is null");
   require(t.dtype == dtype || std::string_view(name) == "o", name, ": dtype ", to_string(t.dtype),
           " differs from the problem's ", to_string(dtype));
@@ -130,23 +139,30 @@ void check_view(const TensorView& t, const char* name, DType dtype, std::int64_t
           ") is smaller than the row length ", dim);
   require(heads == 1 || t.stride_h >= dim, name, ": stride_h (", t.stride_h,
           ") is smaller than the row length ", dim);
+  // Every element's offset b·stride_b + h·stride_h + n·stride_n + d must be computable.
+  const std::string what = std::string(name) + ": the offset of the last element";
+  checked_sum(what, {checked_product(what, {batch - 1, t.stride_b}), checked_product(what, {heads - 1, t.stride_h}),
+                     checked_product(what, {std::max<std::int64_t>(rows - 1, 0), t.stride_n}), dim});
+}
+
+/// The rows of one (batch, head) a view addresses: all packed rows of a variable-length batch.
+std::int64_t view_rows(const std::vector<std::int64_t>& cu_seqlens, std::int64_t seqlen) {
+  return cu_seqlens.empty() ? seqlen : cu_seqlens.back();
 }
 
 }  // namespace
 
 void Problem::validate(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& o) const {
-  validate();
-  check_view(q, "q", dtype, heads_q, head_dim);
-  check_view(k, "k", dtype, heads_kv, head_dim);
-  check_view(v, "v", dtype, heads_kv, dim_v());
-  check_view(o, "o", dtype, heads_q, dim_v());
+  validate(q, k);
+  check_view(v, "v", dtype, batch, heads_kv, view_rows(cu_seqlens_kv, seqlen_kv), dim_v());
+  check_view(o, "o", dtype, batch, heads_q, view_rows(cu_seqlens_q, seqlen_q), dim_v());
 }
 
 void Problem::validate(const TensorView& q, const TensorView& k) const {
   validate();
-  check_view(q, "q", dtype, heads_q, head_dim);
-  check_view(k, "k", dtype, heads_kv, head_dim);
+  check_view(q, "q", dtype, batch, heads_q, view_rows(cu_seqlens_q, seqlen_q), head_dim);
+  check_view(k, "k", dtype, batch, heads_kv, view_rows(cu_seqlens_kv, seqlen_kv), head_dim);
 }
 
 std::string Problem::describe() const {

@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
 
 namespace spattn {
@@ -10,19 +12,31 @@ namespace spattn {
 HostTensor::HostTensor(DType dtype, std::int64_t batch, std::int64_t heads, std::int64_t seqlen,
                        std::int64_t dim, Layout layout)
     : dtype_(dtype), layout_(layout), shape_{batch, heads, seqlen, dim} {
-  require(batch >= 0 && heads >= 0 && seqlen >= 0 && dim >= 0, "HostTensor: negative extent in shape [", batch,
-          ", ", heads, ", ", seqlen, ", ", dim, "]");
-  bytes_.assign(static_cast<std::size_t>(numel()) * dtype_size(dtype), 0);
+  const std::int64_t bytes = checked_bytes("HostTensor [batch, heads, seqlen, dim]", {batch, heads, seqlen, dim},
+                                           static_cast<std::int64_t>(dtype_size(dtype)));
+  const TensorView v = TensorView::dense(nullptr, dtype, layout, batch, heads, seqlen, dim);
+  strides_[0] = v.stride_b;
+  strides_[1] = v.stride_h;
+  strides_[2] = v.stride_n;
+  try {
+    bytes_.assign(static_cast<std::size_t>(bytes), 0);
+  } catch (const std::bad_alloc&) {
+    fail("HostTensor [", batch, ", ", heads, ", ", seqlen, ", ", dim, "]: out of memory allocating ", bytes, " bytes");
+  }
 }
 
 TensorView HostTensor::view() const {
-  return TensorView::dense(const_cast<std::uint8_t*>(bytes_.data()), dtype_, layout_, shape_[0], shape_[1],
-                           shape_[2], shape_[3]);
+  TensorView v;
+  v.data = const_cast<std::uint8_t*>(bytes_.data());
+  v.dtype = dtype_;
+  v.stride_b = strides_[0];
+  v.stride_h = strides_[1];
+  v.stride_n = strides_[2];
+  return v;
 }
 
 std::int64_t HostTensor::offset(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t d) const {
-  const TensorView v = view();
-  return b * v.stride_b + h * v.stride_h + n * v.stride_n + d;
+  return b * strides_[0] + h * strides_[1] + n * strides_[2] + d;
 }
 
 float HostTensor::get(std::int64_t b, std::int64_t h, std::int64_t n, std::int64_t d) const {

@@ -36,8 +36,11 @@ void save_mask_npz(const TileMask& mask, const std::string& path) {
 }
 
 TileMask load_mask_npz(const std::string& path) {
-  const std::map<std::string, NpyArray> arrays = read_npz(path);
-  const std::string what = "mask '" + path + "'";
+  return parse_mask_npz(read_file(path), "mask '" + path + "'");
+}
+
+TileMask parse_mask_npz(const std::vector<std::uint8_t>& bytes, const std::string& what) {
+  const std::map<std::string, NpyArray> arrays = parse_npz(bytes, what);
   const auto get = [&](const char* name) -> const NpyArray& {
     const auto it = arrays.find(name);
     require(it != arrays.end(), what, ": missing array '", name, "'");

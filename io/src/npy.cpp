@@ -244,31 +244,6 @@ class HeaderParser {
 
 // ---- files ----
 
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail("cannot open '", path, "' for reading (a directory)");
-  std::ifstream in(path, std::ios::binary);
-  require(in.is_open(), "cannot open '", path, "' for reading");
-  std::vector<std::uint8_t> bytes;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size >= 0 && in.good()) {
-    bytes.resize(static_cast<std::size_t>(size));
-    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    require(in.gcount() == static_cast<std::streamsize>(bytes.size()), "error reading '", path,
-            "'");
-  } else {  // not seekable (a pipe): read in chunks
-    in.clear();
-    char chunk[1 << 16];
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
-      bytes.insert(bytes.end(), chunk, chunk + in.gcount());
-    require(!in.bad(), "error reading '", path, "'");
-  }
-  return bytes;
-}
-
 std::ofstream open_for_writing(const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   require(out.is_open(), "cannot open '", path, "' for writing");
@@ -370,84 +345,34 @@ std::vector<std::uint8_t> inflate_raw(const std::uint8_t* in, std::size_t in_siz
   fail(what, ": corrupt deflate stream", zmsg.empty() ? "" : " (zlib: " + zmsg + ")");
 }
 
-std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& bytes,
-                                          const std::string& what) {
-  const ZipReader z(bytes, what);
-  const std::size_t n = bytes.size();
-  require(n >= kEndRecordSize, what, ": not a ZIP archive (", n, " bytes)");
-  // The end record sits last, possibly followed by an archive comment of up to 64 KiB.
-  std::size_t eocd = n;
-  const std::size_t lowest = n - kEndRecordSize > 0xFFFF ? n - kEndRecordSize - 0xFFFF : 0;
-  for (std::size_t p = n - kEndRecordSize + 1; p-- > lowest;) {
-    if (z.u32(p) == kEndRecordSig) {
-      eocd = p;
-      break;
-    }
-  }
-  require(eocd != n, what, ": not a ZIP archive (no end-of-central-directory record)");
-  const std::uint32_t disk = z.u16(eocd + 4), cd_disk = z.u16(eocd + 6);
-  const std::uint32_t entries_here = z.u16(eocd + 8), entries = z.u16(eocd + 10);
-  const std::size_t cd_size = z.u32(eocd + 12), cd_offset = z.u32(eocd + 16);
-  if (entries == 0xFFFF || cd_size == kZip32Limit || cd_offset == kZip32Limit)
-    fail(what, ": ZIP64 archives (over 4 GiB or 65535 members) are not supported");
-  require(disk == 0 && cd_disk == 0 && entries_here == entries, what,
-          ": multi-volume ZIP archives are not supported");
-  require(cd_offset <= eocd && cd_size <= eocd - cd_offset, what,
-          ": corrupt central directory (offset ", cd_offset, ", size ", cd_size, ", end record at ",
-          eocd, ")");
-
-  std::map<std::string, NpyArray> arrays;
-  std::size_t at = cd_offset;
-  const std::size_t cd_end = cd_offset + cd_size;
-  for (std::uint32_t e = 0; e < entries; ++e) {
-    require(cd_end - at >= kCentralHeaderSize && z.u32(at) == kCentralHeaderSig, what,
-            ": corrupt central directory (entry ", e, " of ", entries, ")");
-    const std::uint32_t flags = z.u16(at + 8), method = z.u16(at + 10), crc = z.u32(at + 16);
-    const std::size_t csize = z.u32(at + 20), usize = z.u32(at + 24);
-    const std::size_t name_len = z.u16(at + 28), extra_len = z.u16(at + 30),
-                      comment_len = z.u16(at + 32);
-    const std::size_t local = z.u32(at + 42);
-    require(cd_end - at - kCentralHeaderSize >= name_len + extra_len + comment_len, what,
-            ": corrupt central directory (entry ", e, " overruns it)");
-    std::string name(reinterpret_cast<const char*>(bytes.data() + at + kCentralHeaderSize),
-                     name_len);
-    at += kCentralHeaderSize + name_len + extra_len + comment_len;
-    const std::string member = what + " member '" + printable(name) + "'";
-
-    if (csize == kZip32Limit || usize == kZip32Limit || local == kZip32Limit)
-      fail(member, ": ZIP64 members (over 4 GiB) are not supported");
-    require((flags & 1u) == 0, member, ": encrypted members are not supported");
-    // Sizes come from the central directory only: the local header may hold ZIP64 placeholders
-    // (Python's zipfile, as np.savez uses it) or zeros (streamed writers with a data descriptor).
-    require(z.u32(local) == kLocalHeaderSig, member, ": bad local header at offset ", local);
-    const std::size_t data_at = local + kLocalHeaderSize + z.u16(local + 26) + z.u16(local + 28);
-    require(data_at <= n && csize <= n - data_at, member, ": data truncated (", csize,
-            " bytes at offset ", data_at, " in a ", n, "-byte file)");
-    const std::uint8_t* data = bytes.data() + data_at;
-
-    std::vector<std::uint8_t> body;
-    if (method == 0) {
-      require(csize == usize, member, ": stored member with compressed size ", csize, " != size ",
-              usize);
-      body.assign(data, data + csize);
-    } else if (method == 8) {
-      body = inflate_raw(data, csize, usize, member);
-    } else {
-      fail(member, ": compression method ", method, " is not supported (only stored and deflate)");
-    }
-    const std::uint32_t actual = crc32_of(body.data(), body.size());
-    require(actual == crc, member, ": CRC-32 mismatch (recorded ", hex32(crc), ", data has ",
-            hex32(actual), "): corrupt archive");
-
-    std::string key = name;
-    if (key.size() >= 4 && key.compare(key.size() - 4, 4, ".npy") == 0) key.resize(key.size() - 4);
-    require(arrays.count(key) == 0, member, ": duplicate array name '", printable(key), "'");
-    arrays.emplace(key, parse_npy(body.data(), body.size(), member));
-  }
-  return arrays;
-}
-
 }  // namespace
+
+// ---- reading files ----
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("cannot open '", path, "' for reading (a directory)");
+  std::ifstream in(path, std::ios::binary);
+  require(in.is_open(), "cannot open '", path, "' for reading");
+  std::vector<std::uint8_t> bytes;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size >= 0 && in.good()) {
+    bytes.resize(static_cast<std::size_t>(size));
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    require(in.gcount() == static_cast<std::streamsize>(bytes.size()), "error reading '", path,
+            "'");
+  } else {  // not seekable (a pipe): read in chunks
+    in.clear();
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0)
+      bytes.insert(bytes.end(), chunk, chunk + in.gcount());
+    require(!in.bad(), "error reading '", path, "'");
+  }
+  return bytes;
+}
 
 // ---- NpyArray ----
 
@@ -695,6 +620,83 @@ void write_npz(const std::string& path, const std::map<std::string, NpyArray>& a
   write_bytes(out, central);
   write_bytes(out, end);
   finish_writing(out, path);
+}
+
+std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& bytes,
+                                          const std::string& what) {
+  const ZipReader z(bytes, what);
+  const std::size_t n = bytes.size();
+  require(n >= kEndRecordSize, what, ": not a ZIP archive (", n, " bytes)");
+  // The end record sits last, possibly followed by an archive comment of up to 64 KiB.
+  std::size_t eocd = n;
+  const std::size_t lowest = n - kEndRecordSize > 0xFFFF ? n - kEndRecordSize - 0xFFFF : 0;
+  for (std::size_t p = n - kEndRecordSize + 1; p-- > lowest;) {
+    if (z.u32(p) == kEndRecordSig) {
+      eocd = p;
+      break;
+    }
+  }
+  require(eocd != n, what, ": not a ZIP archive (no end-of-central-directory record)");
+  const std::uint32_t disk = z.u16(eocd + 4), cd_disk = z.u16(eocd + 6);
+  const std::uint32_t entries_here = z.u16(eocd + 8), entries = z.u16(eocd + 10);
+  const std::size_t cd_size = z.u32(eocd + 12), cd_offset = z.u32(eocd + 16);
+  if (entries == 0xFFFF || cd_size == kZip32Limit || cd_offset == kZip32Limit)
+    fail(what, ": ZIP64 archives (over 4 GiB or 65535 members) are not supported");
+  require(disk == 0 && cd_disk == 0 && entries_here == entries, what,
+          ": multi-volume ZIP archives are not supported");
+  require(cd_offset <= eocd && cd_size <= eocd - cd_offset, what,
+          ": corrupt central directory (offset ", cd_offset, ", size ", cd_size, ", end record at ",
+          eocd, ")");
+
+  std::map<std::string, NpyArray> arrays;
+  std::size_t at = cd_offset;
+  const std::size_t cd_end = cd_offset + cd_size;
+  for (std::uint32_t e = 0; e < entries; ++e) {
+    require(cd_end - at >= kCentralHeaderSize && z.u32(at) == kCentralHeaderSig, what,
+            ": corrupt central directory (entry ", e, " of ", entries, ")");
+    const std::uint32_t flags = z.u16(at + 8), method = z.u16(at + 10), crc = z.u32(at + 16);
+    const std::size_t csize = z.u32(at + 20), usize = z.u32(at + 24);
+    const std::size_t name_len = z.u16(at + 28), extra_len = z.u16(at + 30),
+                      comment_len = z.u16(at + 32);
+    const std::size_t local = z.u32(at + 42);
+    require(cd_end - at - kCentralHeaderSize >= name_len + extra_len + comment_len, what,
+            ": corrupt central directory (entry ", e, " overruns it)");
+    std::string name(reinterpret_cast<const char*>(bytes.data() + at + kCentralHeaderSize),
+                     name_len);
+    at += kCentralHeaderSize + name_len + extra_len + comment_len;
+    const std::string member = what + " member '" + printable(name) + "'";
+
+    if (csize == kZip32Limit || usize == kZip32Limit || local == kZip32Limit)
+      fail(member, ": ZIP64 members (over 4 GiB) are not supported");
+    require((flags & 1u) == 0, member, ": encrypted members are not supported");
+    // Sizes come from the central directory only: the local header may hold ZIP64 placeholders
+    // (Python's zipfile, as np.savez uses it) or zeros (streamed writers with a data descriptor).
+    require(z.u32(local) == kLocalHeaderSig, member, ": bad local header at offset ", local);
+    const std::size_t data_at = local + kLocalHeaderSize + z.u16(local + 26) + z.u16(local + 28);
+    require(data_at <= n && csize <= n - data_at, member, ": data truncated (", csize,
+            " bytes at offset ", data_at, " in a ", n, "-byte file)");
+    const std::uint8_t* data = bytes.data() + data_at;
+
+    std::vector<std::uint8_t> body;
+    if (method == 0) {
+      require(csize == usize, member, ": stored member with compressed size ", csize, " != size ",
+              usize);
+      body.assign(data, data + csize);
+    } else if (method == 8) {
+      body = inflate_raw(data, csize, usize, member);
+    } else {
+      fail(member, ": compression method ", method, " is not supported (only stored and deflate)");
+    }
+    const std::uint32_t actual = crc32_of(body.data(), body.size());
+    require(actual == crc, member, ": CRC-32 mismatch (recorded ", hex32(crc), ", data has ",
+            hex32(actual), "): corrupt archive");
+
+    std::string key = name;
+    if (key.size() >= 4 && key.compare(key.size() - 4, 4, ".npy") == 0) key.resize(key.size() - 4);
+    require(arrays.count(key) == 0, member, ": duplicate array name '", printable(key), "'");
+    arrays.emplace(key, parse_npy(body.data(), body.size(), member));
+  }
+  return arrays;
 }
 
 std::map<std::string, NpyArray> read_npz(const std::string& path) {

@@ -2,12 +2,53 @@
 #include "spattn/params_file.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "spattn/error.hpp"
+#include "spattn/npy.hpp"
 
 namespace spattn {
+
+namespace {
+
+/// Runs a parse, every failure one Error "params '<what>': …" (JSON syntax and type errors, ranges, validation).
+template <class Parse>
+auto parsed(const std::string& what, Parse parse) -> decltype(parse()) {
+  try {
+    return parse();
+  } catch (const nlohmann::json::exception& e) {
+    fail("params '", what, "': ", e.what());
+  } catch (const Error& e) {
+    fail("params '", what, "': ", e.what());
+  }
+}
+
+/// A JSON integer that T holds exactly: no wrap-around, no fraction.
+template <class T>
+T integer(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& x = j.at(key);
+  require(x.is_number_integer(), key, ": expected an integer, got ", x.dump());
+  const bool fits = x.is_number_unsigned() ? x.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
+                                           : x.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
+                                                 x.get<std::int64_t>() <= std::numeric_limits<T>::max();
+  require(fits, key, ": ", x.dump(), " does not fit in ", sizeof(T) * 8, " bits");
+  return static_cast<T>(x.get<std::int64_t>());
+}
+
+/// A JSON number within fp32's range (a larger one would silently become inf).
+float real_value(const nlohmann::json& x, const char* key) {
+  require(x.is_number(), key, ": expected a number, got ", x.dump());
+  const double d = x.get<double>();
+  require(std::fabs(d) <= std::numeric_limits<float>::max(), key, ": ", x.dump(), " is beyond the fp32 range");
+  return static_cast<float>(d);
+}
+float real(const nlohmann::json& j, const char* key) { return real_value(j.at(key), key); }
+
+}  // namespace
 
 void save_params_json(const sparge::Params& params, const std::string& path) {
   nlohmann::json j;
@@ -31,35 +72,36 @@ void save_params_json(const sparge::Params& params, const std::string& path) {
 }
 
 sparge::Params load_sparge_params(const std::string& path) {
-  std::ifstream in(path);
-  require(in.good(), "cannot open '", path, "' for reading");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-    require(j.value("method", "") == "sparge", "params '", path, "': not SpargeAttn parameters (method '",
-            j.value("method", ""), "')");
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  return parse_sparge_params({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path);
+}
+
+sparge::Params parse_sparge_params(std::string_view text, const std::string& what) {
+  return parsed(what, [&] {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    require(j.is_object() && j.value("method", "") == "sparge", "not SpargeAttn parameters (method '",
+            j.is_object() ? j.value("method", "") : "", "')");
     sparge::Params p;
-    p.block_q = j.at("block_q").get<std::int32_t>();
-    p.block_k = j.at("block_k").get<std::int32_t>();
-    p.l1 = j.value("l1", 0.0f);
-    p.l2 = j.value("l2", 0.0f);
+    p.block_q = integer<std::int32_t>(j, "block_q");
+    p.block_k = integer<std::int32_t>(j, "block_k");
+    p.l1 = j.contains("l1") ? real(j, "l1") : 0.0f;
+    p.l2 = j.contains("l2") ? real(j, "l2") : 0.0f;
     for (const auto& h : j.at("heads")) {
+      require(h.is_object(), "heads: each head is an object, got ", h.type_name());
       sparge::HeadParams hp;
-      hp.theta = h.at("theta").get<float>();
-      hp.tau = h.at("tau").get<float>();
+      hp.theta = real(h, "theta");
+      hp.tau = real(h, "tau");
       const auto& pv = h.at("pv_threshold");
-      hp.pv_threshold = pv.is_string() && pv.get<std::string>() == "inf" ? INFINITY : pv.get<float>();
+      hp.pv_threshold = pv.is_string() && pv.get<std::string>() == "inf" ? INFINITY : real(h, "pv_threshold");
       hp.dense = h.at("dense").get<bool>();
       hp.sparsity = h.value("sparsity", 0.0);
       hp.rel_l1 = h.value("rel_l1", 0.0);
       p.heads.push_back(hp);
     }
-    require(!p.heads.empty(), "params '", path, "': no heads");
+    require(!p.heads.empty(), "no heads");
     p.config().validate(static_cast<std::int64_t>(p.heads.size()));
     return p;
-  } catch (const nlohmann::json::exception& e) {
-    fail("params '", path, "': ", e.what());
-  }
+  });
 }
 
 void save_params_json(const sale::Params& params, const std::string& path) {
@@ -74,22 +116,23 @@ void save_params_json(const sale::Params& params, const std::string& path) {
 }
 
 sale::Params load_sale_params(const std::string& path) {
-  std::ifstream in(path);
-  require(in.good(), "cannot open '", path, "' for reading");
-  try {
-    const nlohmann::json j = nlohmann::json::parse(in);
-    require(j.value("method", "") == "sale", "params '", path, "': not SALE parameters");
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  return parse_sale_params({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path);
+}
+
+sale::Params parse_sale_params(std::string_view text, const std::string& what) {
+  return parsed(what, [&] {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    require(j.is_object() && j.value("method", "") == "sale", "not SALE parameters");
     sale::Params p;
-    p.bits = j.at("bits").get<int>();
-    p.local_window = j.at("local_window").get<std::int64_t>();
-    p.theta = j.value("theta", 0.4f);
-    p.tau = j.at("tau").get<std::vector<float>>();
-    require(!p.tau.empty(), "params '", path, "': no tau values");
+    p.bits = integer<int>(j, "bits");
+    p.local_window = integer<std::int64_t>(j, "local_window");
+    p.theta = j.contains("theta") ? real(j, "theta") : 0.4f;
+    for (const auto& t : j.at("tau")) p.tau.push_back(real_value(t, "tau"));
+    require(!p.tau.empty(), "no tau values");
     p.config().validate(static_cast<std::int64_t>(p.tau.size()));
     return p;
-  } catch (const nlohmann::json::exception& e) {
-    fail("params '", path, "': ", e.what());
-  }
+  });
 }
 
 }  // namespace spattn

@@ -27,6 +27,7 @@
 #include <cmath>
 #include <vector>
 
+#include "spattn/checked.hpp"
 #include "spattn/error.hpp"
 
 namespace spattn {
@@ -133,19 +134,15 @@ void llm_row(const WorkloadSpec& s, const LlmHead& head, bool is_query, std::int
     if ((is_query ? head.needle_query[n] : head.needle_key[n]) == pos) add_dir(row, head.needle_dir[n], 10.0, root);
 }
 
-struct Grid {
-  std::int64_t frames, height, width;
-};
-
-Grid video_grid(const WorkloadSpec& s) {
-  if (s.frames > 0) return {s.frames, s.height, s.width};
+VideoGrid video_grid(const WorkloadSpec& s) {
+  if (s.grid) return *s.grid;
   const std::int64_t t = 8;
   std::int64_t side = static_cast<std::int64_t>(std::ceil(std::sqrt(static_cast<double>(s.seqlen) / t)));
   while (t * side * side < s.seqlen) ++side;
   return {t, side, side};
 }
 
-void video_row(const WorkloadSpec& s, const Grid& g, const std::vector<double>& global_dir,
+void video_row(const WorkloadSpec& s, const VideoGrid& g, const std::vector<double>& global_dir,
                const std::vector<std::int64_t>& globals, bool is_query, std::int64_t pos, std::vector<double>& row) {
   const double root = std::sqrt(std::sqrt(static_cast<double>(s.head_dim)));
   const std::int64_t coord[3] = {pos / (g.height * g.width), (pos / g.width) % g.height, pos % g.width};
@@ -182,19 +179,17 @@ WorkloadKind parse_workload_kind(std::string_view name) {
 }
 
 Workload make_workload(const WorkloadSpec& s) {
-  require(s.batch >= 1, "workload batch: must be >= 1, got ", s.batch);
-  require(s.heads_q >= 1 && s.heads_kv >= 1 && s.heads_q % s.heads_kv == 0,
-          "workload heads_q: must be a positive multiple of heads_kv (", s.heads_kv, "), got ", s.heads_q);
-  require(s.seqlen >= 1, "workload seqlen: must be >= 1, got ", s.seqlen);
-  require(s.seqlen_q >= 0 && s.seqlen_q <= s.seqlen, "workload seqlen_q: must be in [0, seqlen = ", s.seqlen,
-          "], got ", s.seqlen_q);
-  require(s.head_dim >= 32 && s.head_dim <= 256 && s.head_dim % 8 == 0,
-          "workload head_dim: must be a multiple of 8 in [32, 256], got ", s.head_dim);
-  require(s.frames >= 0 && s.height >= 0 && s.width >= 0, "workload frames/height/width: must be >= 0");
-  const bool grid_given = s.frames > 0 || s.height > 0 || s.width > 0;
-  require(!grid_given || s.frames * s.height * s.width >= s.seqlen, "workload frames×height×width: the grid ",
-          s.frames, "×", s.height, "×", s.width, " holds fewer than seqlen = ", s.seqlen, " tokens");
-  const std::int64_t nq = s.seqlen_q > 0 ? s.seqlen_q : s.seqlen, nkv = s.seqlen, first_q = nkv - nq;
+  require_in("workload seqlen", s.seqlen, Interval<std::int64_t>{1, std::int64_t{1} << 62});
+  if (s.seqlen_q) require_in("workload seqlen_q", *s.seqlen_q, Interval<std::int64_t>{1, s.seqlen});
+  if (s.grid) {
+    const auto [frames, height, width] = *s.grid;
+    require(frames >= 1 && height >= 1 && width >= 1, "workload grid: frames, height and width must be >= 1, got ",
+            frames, "×", height, "×", width);
+    require(checked_product("workload grid frames×height×width", {frames, height, width}) >= s.seqlen,
+            "workload grid frames×height×width: ", frames, "×", height, "×", width, " holds fewer than seqlen = ",
+            s.seqlen, " tokens");
+  }
+  const std::int64_t nq = s.seqlen_q.value_or(s.seqlen), nkv = s.seqlen, first_q = nkv - nq;
 
   Workload w;
   Problem& p = w.problem;
@@ -219,7 +214,7 @@ Workload make_workload(const WorkloadSpec& s) {
   auto store = [&](HostTensor& t, std::int64_t b, std::int64_t h, std::int64_t n) {
     for (std::size_t d = 0; d < dim; ++d) t.set(b, h, n, static_cast<std::int64_t>(d), static_cast<float>(row[d]));
   };
-  const Grid grid = video_grid(s);
+  const VideoGrid grid = video_grid(s);
   for (std::int64_t b = 0; b < s.batch; ++b)
     for (std::int64_t hk = 0; hk < s.heads_kv; ++hk) {
       LlmHead head;

@@ -6,7 +6,7 @@
 
 #include "spattn/error.hpp"
 #include "spattn/numerics.hpp"
-#include "tensor_rows.hpp"
+#include "spattn/tensor_rows.hpp"
 
 namespace spattn::reference {
 

@@ -10,7 +10,7 @@
 #include "spattn/online_softmax.hpp"
 #include "spattn/pooling.hpp"
 #include "spattn/topcdf.hpp"
-#include "tensor_rows.hpp"
+#include "spattn/tensor_rows.hpp"
 
 namespace spattn::reference {
 namespace {

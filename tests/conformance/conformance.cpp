@@ -55,7 +55,7 @@ Problem problem_of(std::int64_t batch, std::int64_t hq, std::int64_t hkv, std::i
   p.seqlen_q = nq;
   p.seqlen_kv = nkv;
   p.head_dim = d;
-  p.head_dim_v = dv;
+  if (dv != 0) p.head_dim_v = dv;
   p.causal = causal;
   p.dtype = dtype;
   if (!lens_q.empty()) {
@@ -290,7 +290,7 @@ EstimatorInputs estimator_inputs(const EstimatorCase& c) {
     s.heads_q = c.hq;
     s.heads_kv = c.hkv;
     s.seqlen = c.nkv;
-    s.seqlen_q = c.nq == c.nkv ? 0 : c.nq;
+    s.seqlen_q = c.nq;
     s.head_dim = c.d;
     s.dtype = c.dtype;
     s.seed = test::test_seed();

@@ -20,10 +20,10 @@ struct AttendOptions {
   float pv_threshold = INFINITY;
   /// Per query head thresholds (SpargeAttn's tuned λ per head); overrides pv_threshold when not empty.
   std::vector<float> pv_threshold_per_head;
-  /// Rows per vote: 16 = one warp (the paper), 0 = the executor's whole row block of the query tile,
-  /// min(tile_q, 128) rows (the code's CTA-wide vote).
+  /// Rows per vote: 16 = one warp (the paper), 32, 64 or 128 = that many warps' rows, 0 = the executor's whole
+  /// row block of the query tile, min(tile_q, 128) rows (the code's CTA-wide vote).
   int pv_vote_rows = 0;
-  /// The last tiles of every row are never skipped (the code: 2 on sm80/sm89, 1 on sm90).
+  /// The last tiles of every row are never skipped (the code: 2 on sm80/sm89, 1 on sm90); in [0, 2^20].
   int pv_exempt_last = 1;
   /// SpargeAttn's quantized compute mode (SageAttention-style, research/spargeattn.md §2): K is smoothed
   /// (K − its mean over the sequence, rounded to the input dtype), Q and K' are quantized to int8 per block
@@ -31,7 +31,11 @@ struct AttendOptions {
   /// dequantized as acc · (scale_log2 · (δ_q · δ_k)), and P is rounded to the input dtype before P·V
   /// (fp32 accumulation; the softmax denominator uses the unrounded P).
   bool qk_int8 = false;
-  int quant_block_q = 128, quant_block_k = 64;
+  int quant_block_q = 128, quant_block_k = 64;  ///< each in [1, 2^20]
+
+  /// Throws spattn::Error naming the bad field: thresholds in [0, inf] (NaN is not), one per query head
+  /// (heads_q) or none, the ranges above.
+  void validate(std::int64_t heads_q) const;
 };
 
 struct AttendStats {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "spattn/checked.hpp"
 #include "spattn/problem.hpp"
 
 namespace spattn {
@@ -42,15 +43,16 @@ struct MaskShape {
   static MaskShape of(const Problem& problem, std::int32_t tile_q, std::int32_t tile_k,
                       bool per_kv_head = false);
 
-  std::int64_t num_q_tiles() const { return (seqlen_q + tile_q - 1) / tile_q; }
-  std::int64_t num_k_tiles() const { return (seqlen_kv + tile_k - 1) / tile_k; }
+  std::int64_t num_q_tiles() const { return ceil_div(seqlen_q, tile_q); }
+  std::int64_t num_k_tiles() const { return ceil_div(seqlen_kv, tile_k); }
   std::int64_t num_rows() const { return batch * mask_heads * num_q_tiles(); }
   std::int64_t seqlen_q_of(std::int64_t b) const { return seqlens_q.empty() ? seqlen_q : seqlens_q[b]; }
   std::int64_t seqlen_kv_of(std::int64_t b) const { return seqlens_kv.empty() ? seqlen_kv : seqlens_kv[b]; }
   /// Number of key tiles that query tile t of sequence b may list: tiles that hold a key inside the
   /// sequence and, if causal, at or before the tile's last row's diagonal. 0 for a tile past the end.
   std::int64_t reachable_k_tiles(std::int64_t b, std::int64_t t) const;
-  /// Throws spattn::Error on tile sizes out of range or inconsistent lengths.
+  /// Throws spattn::Error on tile sizes out of range, inconsistent lengths, or a mask that could not be held:
+  /// every rows × key tiles array (a dense mask, a bitmap) at most kMaxAllocationBytes in int32.
   void validate() const;
   bool operator==(const MaskShape&) const = default;
 };

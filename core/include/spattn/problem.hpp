@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,7 +38,8 @@ struct TensorView {
   std::int64_t stride_b = 0, stride_h = 0, stride_n = 0;
   Memory memory = Memory::host;
 
-  /// Dense view of a [B, H, N, dim] (Layout::bhnd) or [B, N, H, dim] (Layout::bnhd) array.
+  /// Dense view of a [B, H, N, dim] (Layout::bhnd) or [B, N, H, dim] (Layout::bnhd) array; throws spattn::Error
+  /// when the extents are negative or their product overflows.
   static TensorView dense(void* data, DType dtype, Layout layout, std::int64_t batch, std::int64_t heads,
                           std::int64_t seqlen, std::int64_t dim);
   /// Packed variable-length view [total_tokens, H, dim].
@@ -50,6 +52,8 @@ struct TensorView {
   }
 };
 
+/// Ranges (validate() checks them): every extent >= 1; head dims multiples of 8 in [32, 256]; each tensor the
+/// problem describes — q, k, v, o, counted in fp32 — at most kMaxAllocationBytes (spattn/checked.hpp).
 struct Problem {
   std::int64_t batch = 1;
   std::int64_t heads_q = 1;
@@ -57,9 +61,9 @@ struct Problem {
   std::int64_t seqlen_q = 0;
   std::int64_t seqlen_kv = 0;
   std::int64_t head_dim = 0;
-  std::int64_t head_dim_v = 0;  ///< 0 means head_dim
+  std::optional<std::int64_t> head_dim_v;  ///< V's head dimension; unset: head_dim
   bool causal = false;
-  float scale = 0.0f;  ///< softmax scale; 0 means 1/sqrt(head_dim)
+  std::optional<float> scale;  ///< softmax scale, finite and >= 0; unset: 1/sqrt(head_dim)
   DType dtype = DType::f32;
   std::vector<std::int64_t> cu_seqlens_q;   ///< empty, or B+1 offsets (variable-length batch)
   std::vector<std::int64_t> cu_seqlens_kv;  ///< empty, or B+1 offsets (variable-length batch)
@@ -67,7 +71,7 @@ struct Problem {
   static constexpr std::int64_t kMinHeadDim = 32;
   static constexpr std::int64_t kMaxHeadDim = 256;
 
-  std::int64_t dim_v() const { return head_dim_v == 0 ? head_dim : head_dim_v; }
+  std::int64_t dim_v() const { return head_dim_v.value_or(head_dim); }
   float softmax_scale() const;
   bool varlen() const { return !cu_seqlens_q.empty(); }
   std::int64_t group_size() const { return heads_q / heads_kv; }
@@ -83,7 +87,8 @@ struct Problem {
 
   /// Throws spattn::Error naming the first inconsistent argument and its value.
   void validate() const;
-  /// validate() plus the views: dtypes, strides (non-negative, rows of one head not overlapping).
+  /// validate() plus the views: dtypes, strides (non-negative, rows of one head not overlapping, every element's
+  /// offset within 64 bits).
   void validate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o) const;
   /// validate() plus the q and k views (what an estimator reads).
   void validate(const TensorView& q, const TensorView& k) const;

@@ -51,9 +51,10 @@ struct Sample {
 };
 
 struct CalibrationTargets {
-  float l1 = 0.08f, l2 = 0.09f;  ///< SpargeAttn: relative-L1 bounds of the τ search, then of the PV threshold search
-  int theta_steps = 16;          ///< SpargeAttn: θ grid over [−1, 1)
-  float sale_theta = 0.4f;       ///< SALE: bound on Err = Σ|O − O_dense| / N
+  float l1 = 0.08f, l2 = 0.09f;  ///< SpargeAttn: relative-L1 bounds of the τ search, then of the PV threshold search;
+                                 ///< 0 < l1 <= l2, finite
+  int theta_steps = 16;          ///< SpargeAttn: θ grid over [−1, 1); [1, 256]
+  float sale_theta = 0.4f;       ///< SALE: bound on Err = Σ|O − O_dense| / N; (0, inf)
   std::string backend = "auto";  ///< backend of the estimates and attends the search runs
   std::function<void(double fraction, const std::string& what)> progress;  ///< optional
 };

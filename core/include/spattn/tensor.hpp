@@ -44,6 +44,7 @@ class HostTensor {
   DType dtype_ = DType::f32;
   Layout layout_ = Layout::bhnd;
   std::int64_t shape_[4] = {0, 0, 0, 0};
+  std::int64_t strides_[3] = {0, 0, 0};  ///< of view(): b, h, n (computed once, with the checked extents)
   std::vector<std::uint8_t> bytes_;
 };
 

@@ -40,9 +40,14 @@ std::vector<std::uint8_t> serialize_npy(const NpyArray& array);
 /// Parses one .npy image; `what` names the source in error messages.
 NpyArray parse_npy(const std::uint8_t* bytes, std::size_t size, const std::string& what);
 
+/// The bytes of a file (a pipe too); throws spattn::Error naming it.
+std::vector<std::uint8_t> read_file(const std::string& path);
+
 NpyArray read_npy(const std::string& path);
 void write_npy(const std::string& path, const NpyArray& array);
 std::map<std::string, NpyArray> read_npz(const std::string& path);
+/// Parses one .npz image (the arrays by name, ".npy" dropped); `what` names the source in error messages.
+std::map<std::string, NpyArray> parse_npz(const std::vector<std::uint8_t>& bytes, const std::string& what);
 void write_npz(const std::string& path, const std::map<std::string, NpyArray>& arrays);
 
 }  // namespace spattn

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "spattn/methods/sale.hpp"
 #include "spattn/methods/sparge.hpp"
@@ -15,5 +16,9 @@ sparge::Params load_sparge_params(const std::string& path);
 
 void save_params_json(const sale::Params& params, const std::string& path);
 sale::Params load_sale_params(const std::string& path);
+
+/// The loaders on JSON text in memory; `what` names it in messages ("params '<what>': …").
+sparge::Params parse_sparge_params(std::string_view json, const std::string& what);
+sale::Params parse_sale_params(std::string_view json, const std::string& what);
 
 }  // namespace spattn

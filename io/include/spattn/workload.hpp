@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,19 +21,23 @@ enum class WorkloadKind : std::uint8_t { llm, video, random };
 std::string_view to_string(WorkloadKind kind);
 WorkloadKind parse_workload_kind(std::string_view name);  ///< throws spattn::Error
 
+struct VideoGrid {
+  std::int64_t frames = 0, height = 0, width = 0;
+};
+
 struct WorkloadSpec {
   WorkloadKind kind = WorkloadKind::llm;
   std::int64_t batch = 1;
   std::int64_t heads_q = 1;
   std::int64_t heads_kv = 1;
   std::int64_t seqlen = 4096;  ///< Nq = Nkv = seqlen unless seqlen_q is set
-  std::int64_t seqlen_q = 0;   ///< 0 means seqlen; < seqlen is chunked prefill (the last seqlen_q rows)
+  std::optional<std::int64_t> seqlen_q;  ///< in [1, seqlen]; < seqlen is chunked prefill (the last seqlen_q rows)
   std::int64_t head_dim = 128;
   DType dtype = DType::bf16;
   std::uint64_t seed = 0;
-  /// video: grid T×H×W (0 = derived from seqlen: T = 8 frames, H = W ≈ sqrt(seqlen / T), rounded so that
-  /// T·H·W >= seqlen; tokens past seqlen are dropped).
-  std::int64_t frames = 0, height = 0, width = 0;
+  /// video: the token grid T×H×W (each >= 1, T·H·W >= seqlen; tokens past seqlen are dropped); unset: T = 8
+  /// frames, H = W ≈ sqrt(seqlen / T), rounded so that T·H·W >= seqlen.
+  std::optional<VideoGrid> grid;
 };
 
 struct Workload {

@@ -34,12 +34,13 @@
 
 namespace spattn::anchor_attn {
 
+/// Ranges (validate() checks them) in brackets.
 struct Config {
-  std::int32_t block = 128;  ///< b_q: rows per pooled query block (paper and code: 128)
-  std::int32_t step = 16;    ///< pooled blocks per group: S = block·step = 2048 rows share a key list
-  float theta = 12.0f;       ///< θ in natural-log units (paper default 12)
-  std::int64_t n_sink = 128;      ///< initial keys always kept (paper: block 0)
-  std::int64_t local_lead = 128;  ///< the local window starts this many keys before the group (paper: one block)
+  std::int32_t block = 128;  ///< b_q: rows per pooled query block (paper and code: 128) [1, 2048]
+  std::int32_t step = 16;    ///< pooled blocks per group: S = block·step = 2048 rows share a key list [1, 2048]; S in [16, 2048]
+  float theta = 12.0f;       ///< θ in natural-log units (paper default 12) [0, inf], or −inf (the anchor region only)
+  std::int64_t n_sink = 128;      ///< initial keys always kept (paper: block 0) [0, 2^40]
+  std::int64_t local_lead = 128;  ///< the local window starts this many keys before the group (paper: one block) [0, 2^40]
 
   std::int32_t group_rows() const { return block * step; }
   /// Throws spattn::Error naming the bad field.

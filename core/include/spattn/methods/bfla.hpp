@@ -24,7 +24,7 @@
 // - Rescue hashes use the model's KV-head index h (the code's is local to the tensor-parallel rank).
 // - Rescues run on the coarse grid by default, as the code (whose numbers the paper reports); on the tile
 //   grid (the paper's equations) i, j are tile indices of the expanded mask.
-// - γ ≥ 1 keeps every causal block; γ ≤ 0 disables the mass rule (only sink, band and rescues remain).
+// - γ = 1 keeps every causal block; γ = 0 disables the mass rule (only sink, band and rescues remain).
 // - Rows whose block scores are not finite (NaN/Inf inputs) keep every causal block.
 #pragma once
 
@@ -36,19 +36,20 @@ namespace spattn::bfla {
 
 enum class RescueGrid : std::uint8_t { coarse, tile };
 
+/// Ranges (validate() checks them) in brackets.
 struct Config {
-  std::int32_t block = 256;  ///< b
+  std::int32_t block = 256;  ///< b [16, 4096]
   std::int32_t group = 64;   ///< g (divides b)
-  float gamma = 0.99f;       ///< keep-mass γ
-  std::int32_t n_local = 8;  ///< local band in executor tiles (T keys each)
-  std::int32_t tile = 32;    ///< T: executor key tile (divides b)
-  std::int64_t eta = 0;      ///< stride rescue period (0 = off)
-  float rho = 0.0f;          ///< random rescue fraction (0 = off, >= 1 = all dropped blocks)
-  std::int64_t seed = 0;     ///< s, shared by both rescues
+  float gamma = 0.99f;       ///< keep-mass γ [0, 1]
+  std::int32_t n_local = 8;  ///< local band in executor tiles (T keys each) [0, 2^20]
+  std::int32_t tile = 32;    ///< T: executor key tile (divides b) [1, 128]
+  std::int64_t eta = 0;      ///< stride rescue period [0, 2^31] (0 = off)
+  float rho = 0.0f;          ///< random rescue fraction [0, 1] (0 = off, 1 = all dropped blocks)
+  std::int64_t seed = 0;     ///< s, shared by both rescues [0, 2^31]
   RescueGrid rescue_grid = RescueGrid::coarse;
-  float prob_threshold = 2.0f;    ///< code's threshold rule: keep blocks with probability > this (> 1 = off)
-  float keep_ratio = 0.0f;        ///< code's top-k rule: k = max(min_keep, ⌊Lkv·ratio⌋) (0 and 0 = off)
-  std::int32_t min_keep_blocks = 0;
+  float prob_threshold = 2.0f;    ///< code's threshold rule: keep blocks with probability > this [0, inf] (> 1 = off)
+  float keep_ratio = 0.0f;        ///< code's top-k rule: k = max(min_keep, ⌊Lkv·ratio⌋) [0, 1] (0 and 0 = off)
+  std::int32_t min_keep_blocks = 0;  ///< [0, 2^30]
 
   std::int32_t tile_q() const { return block < 128 ? block : 128; }
   /// Throws spattn::Error naming the bad field.
@@ -125,9 +126,12 @@ SPATTN_INLINE bool stride_rescued(std::int64_t i, std::int64_t j, std::int64_t s
   return r == 0;
 }
 
-/// Random rescue hash H = ((i+1)·1103515245 + (j+1)·12345 + (h+1)·2654435761 + s) & 0x7FFFFFFF.
+/// Random rescue hash H = ((i+1)·1103515245 + (j+1)·12345 + (h+1)·2654435761 + s) & 0x7FFFFFFF, in wrapping
+/// 64-bit arithmetic (the low 31 bits are those of the int64 sum wherever that does not overflow).
 SPATTN_INLINE std::int64_t rescue_hash(std::int64_t i, std::int64_t j, std::int64_t h, std::int64_t s) {
-  return ((i + 1) * 1103515245LL + (j + 1) * 12345LL + (h + 1) * 2654435761LL + s) & 0x7FFFFFFFLL;
+  const std::uint64_t x = static_cast<std::uint64_t>(i + 1) * 1103515245ULL + static_cast<std::uint64_t>(j + 1) * 12345ULL +
+                          static_cast<std::uint64_t>(h + 1) * 2654435761ULL + static_cast<std::uint64_t>(s);
+  return static_cast<std::int64_t>(x & 0x7FFFFFFFULL);
 }
 
 /// Random rescue test: ρ ≥ 1, or H mod 10⁶ < ⌊ρ·10⁶⌋.

@@ -4,7 +4,7 @@
 // rows summed sequentially in token order, divided by the TRUE count of a partial tile); logits
 // x_ij = (q̄_i·k̄_j) · scale (fp32 fma chain over d = 0…D−1), row softmax over the key tiles that the causal
 // rule lets the query tile reach (non-causal by default: all), TopCdf top-p with the crossing tile included:
-// the smallest prefix, in (â desc, j asc) order, whose mass reaches p. p ≥ 1 keeps every tile.
+// the smallest prefix, in (â desc, j asc) order, whose mass reaches p. p = 1 keeps every tile.
 //
 // Decisions where the paper is silent (fgattn.md §10), with the reason:
 // - Partial key tile weight: unweighted, the paper's formula (each tile is one "super-key"); optional
@@ -39,9 +39,9 @@ std::string_view to_string(Merge merge);
 Merge parse_merge(std::string_view name);  ///< "none", "consecutive", "xor"; throws spattn::Error
 
 struct Config {
-  std::int32_t tile_q = 32;  ///< M
-  std::int32_t tile_k = 32;  ///< N
-  float top_p = 0.9f;        ///< p (paper default, all end-to-end runs)
+  std::int32_t tile_q = 32;  ///< M: a multiple of 16 in [16, 128]
+  std::int32_t tile_k = 32;  ///< N: [1, 128]
+  float top_p = 0.9f;        ///< p (paper default, all end-to-end runs): (0, 1], 1 keeps every tile
   bool size_weighted_tail = false;
   Merge merge = Merge::xor_greedy;
   Semantics semantics = Semantics::exact;
@@ -68,7 +68,7 @@ SPATTN_INLINE float tail_weight(std::int64_t nkv, std::int32_t tile_k, bool size
   return size_weighted_tail && tail != 0 ? log2_det(static_cast<float>(tail) / static_cast<float>(tile_k)) : 0.0f;
 }
 
-/// A row keeps every reachable tile when a logit is not finite (NaN/Inf inputs) or p ≥ 1.
+/// A row keeps every reachable tile when a logit is not finite (NaN/Inf inputs) or p = 1.
 SPATTN_INLINE bool keep_all_tiles(bool logits_finite, float top_p) { return !logits_finite || top_p >= 1.0f; }
 
 /// One merged work item: up to R member query tiles of one (batch, mask head) and the union of their key

@@ -42,8 +42,8 @@ namespace spattn::sale {
 
 struct Config {
   int bits = 4;                     ///< 4 or 8
-  std::int64_t local_window = 128;  ///< NL·32 keys
-  std::vector<float> tau = {0.004f};  ///< per query head (one value = all); the paper's example value
+  std::int64_t local_window = 128;  ///< NL·32 keys: a multiple of 32 in [0, 2^40]
+  std::vector<float> tau = {0.004f};  ///< per query head (one value = all); the paper's example value; [0, 1], 0 = dense
   /// Throws spattn::Error naming the bad field.
   void validate(std::int64_t heads_q) const;
   float tau_of(std::int64_t h) const { return tau.size() == 1 ? tau[0] : tau[static_cast<std::size_t>(h)]; }

@@ -40,12 +40,12 @@ namespace spattn::sparge {
 // ---- Stage-1 rules (host + device; the reference's loops and every backend's estimator call these) ----
 
 /// Block self-similarity ‖(1/n') Σ_r x_r/‖x_r‖‖² over the n' non-zero rows of a [rows × d] block: the mean of
-/// the cosine Gram matrix including its diagonal; −1 when every row is zero (the caller treats that block as not
+/// the cosine Gram matrix including its diagonal, in [0, 1]; −1 when every row is zero (the caller treats that block as not
 /// self-similar). fp32 in a fixed order, in three steps a GPU runs in parallel with the same bits:
 ///   1. per row r (independent): inv_r = row_inv_norm(x_r) — squares summed over c in order, 1/√; −1 marks a
 ///      row whose sum of squares is not > 0 (zero or NaN: left out);
 ///   2. per column c (independent): u_c = Σ_r x_rc · inv_r over the non-zero rows in order (unit_sum);
-///   3. similarity_of(u, n', d) = Σ_c (u_c / n')² in order (u_c · (1/n') with one fp32 reciprocal).
+///   3. similarity_of(u, n', d) = Σ_c (u_c / n')² in order (u_c · (1/n') with one fp32 reciprocal), clamped to 1.
 /// `value(r, c)` is the block's entry; the serial form below composes the steps (the reference's order).
 template <class Value>
 SPATTN_INLINE float row_inv_norm(Value value, std::int64_t r, std::int64_t d) {
@@ -68,7 +68,7 @@ SPATTN_INLINE float similarity_of(const float* u, std::int64_t nonzero, std::int
     const float m = u[c] * inv_n;
     s += m * m;
   }
-  return s;
+  return s > 1.0f ? 1.0f : s;  // ≤ 1 exactly; fp32 rounding may exceed it, and θ = 1 must mean "none similar"
 }
 /// Serial form over a row-major block; `scratch` holds rows + d floats.
 SPATTN_INLINE float self_similarity(const float* x, std::int64_t rows, std::int64_t d, float* scratch) {
@@ -135,16 +135,17 @@ SPATTN_INLINE BlockRange diagonal_blocks(std::int64_t row_first, std::int64_t ro
 /// note that θ = 0.6 marks most mean-centred key blocks "not self-similar", i.e. dense, on real inputs).
 /// PV-skip is off by default: the code's pvthreshd = 50 skips a tile only when its weights are < 2^-50, which
 /// changes nothing measurable; spattn calibrate sets per-head thresholds.
+/// Ranges (validate() checks them) in brackets.
 struct Config {
-  std::int32_t block_q = 128;
-  std::int32_t block_k = 64;
-  std::vector<float> theta = {-0.1f};  ///< simthreshd per query head (one value = all heads)
-  std::vector<float> tau = {0.98f};    ///< cdfthreshd per query head (used when topk = 0)
-  float topk = 0.5f;                   ///< ρ > 0 selects top-k instead of TopCdf
+  std::int32_t block_q = 128;  ///< [16, 2048]
+  std::int32_t block_k = 64;   ///< [1, 128]
+  std::vector<float> theta = {-0.1f};  ///< simthreshd per query head (one value = all heads) [−1, 1]; 1 = dense
+  std::vector<float> tau = {0.98f};    ///< cdfthreshd per query head (used when topk = 0) [0, 1]
+  float topk = 0.5f;                   ///< ρ > 0 selects top-k instead of TopCdf [0, 1]
   bool attention_sink = false;
   std::vector<std::uint8_t> dense_heads;  ///< per query head: 1 = keep every block (empty: none)
-  /// Stage 2: PV-skip thresholds (base 2, AttendOptions::pv_threshold), one value or one per query head;
-  /// empty or +inf = off. sparse_attention() passes them to the executor.
+  /// Stage 2: PV-skip thresholds (base 2, AttendOptions::pv_threshold), one value or one per query head, each in
+  /// [0, inf]; empty or +inf = off. sparse_attention() passes them to the executor.
   std::vector<float> pv_threshold;
 
   float theta_of(std::int64_t h) const { return theta.size() == 1 ? theta[0] : theta[static_cast<std::size_t>(h)]; }

@@ -1,4 +1,5 @@
-// Row access to TensorViews for the reference: fp32 loads and dtype-rounding stores of one row.
+// Row access to host TensorViews: fp32 loads and dtype-rounding stores of one row (the reference's loops, the
+// input range check).
 #pragma once
 
 #include <algorithm>
@@ -7,7 +8,7 @@
 #include "spattn/numerics.hpp"
 #include "spattn/problem.hpp"
 
-namespace spattn::reference {
+namespace spattn {
 
 /// Reads `n` elements of a row as fp32.
 inline void load_row(const TensorView& t, std::int64_t offset, std::int64_t n, float* dst) {
@@ -57,4 +58,4 @@ inline std::int64_t row_offset(const TensorView& t, const Problem& p, bool is_q,
   return base + h * t.stride_h + row * t.stride_n;
 }
 
-}  // namespace spattn::reference
+}  // namespace spattn

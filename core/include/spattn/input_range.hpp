@@ -1,0 +1,25 @@
+// The input values the library computes on: finite, and small enough that nothing a backend computes from them
+// leaves the fp32 range, in any summation order. attend() and estimate() check it for host tensors before a
+// backend runs, so inputs that would overflow are reported as an input problem, never as a non-finite output.
+//
+// The rule (bounds on magnitudes, so it holds for every backend, method and order of summation):
+//   scores  S = head_dim · max|q| · max|k| · scale ≤ 2^100: every logit q·k·scale and every partial sum of one
+//           is at most S; 2^100 leaves 2^28 of headroom below fp32's 2^128 for what the methods build on them
+//           (base-2 units, differences in the online softmax, int8 smoothing, BFLA's sums over ≤ 4096 logits);
+//   P·V     seqlen_kv · max|v| ≤ 2^100: the accumulator of softmax weights (each ≤ 1) times values.
+// Real activations are many orders of magnitude inside (|x| ≈ 1e14 with head_dim 128 reaches the score bound).
+#pragma once
+
+#include "spattn/problem.hpp"
+
+namespace spattn {
+
+/// log2 of the bound on S and on seqlen_kv · max|v|.
+inline constexpr int kInputRangeLog2 = 100;
+
+/// Throws spattn::Error naming the tensor and the first offending element ("q: not finite (nan) at batch 0,
+/// head 1, row 5, dim 3"), or the bound that fails ("scores overflow fp32: …"). Host-memory views only; `v`
+/// may be null (an estimate reads q and k). The problem and views must be valid.
+void check_input_range(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView* v);
+
+}  // namespace spattn
