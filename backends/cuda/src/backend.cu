@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "device_memory.cuh"
 #include "flash.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
@@ -14,25 +15,8 @@
 namespace spattn::cuda {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("cuda backend: ", what, ": ", cudaGetErrorString(e));
-}
-
-/// A device copy of a host vector, freed on scope exit.
-template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  explicit DeviceArray(const std::vector<T>& host) {
-    if (host.empty()) return;
-    check(cudaMalloc(&ptr, host.size() * sizeof(T)), "cudaMalloc");
-    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~DeviceArray() {
-    if (ptr) cudaFree(ptr);
-  }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
+using detail::check;
+using detail::DeviceArray;
 
 /// True when the current device is compute capability 9.0 (the sm_90a kernels run there only) and the
 /// environment does not force the mma.sync kernel (SPATTN_CUDA_KERNEL=sm80).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "device_memory.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
@@ -13,9 +14,7 @@
 namespace spattn::cuda {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("cuda backend: ", what, ": ", cudaGetErrorString(e));
-}
+using detail::check;
 
 /// One CTA per (batch, mask head): each 128-row block's rank under mask_policy::runs_before among the blocks of
 /// its (batch, head) is its place in the order. Kept counts are staged in shared memory (blocks ≤ smem / 4).

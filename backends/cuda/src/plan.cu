@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "device_memory.cuh"
 #include "estimators.cuh"
 #include "spattn/cuda/plan.hpp"
 #include "spattn/error.hpp"
@@ -12,27 +13,8 @@
 namespace spattn::cuda {
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("cuda plan: ", what, ": ", cudaGetErrorString(e));
-}
-
-/// A device copy of a host vector (null when empty), freed with the owner.
-template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  DeviceArray() = default;
-  explicit DeviceArray(const std::vector<T>& host) { assign(host); }
-  void assign(const std::vector<T>& host) {
-    cudaFree(ptr);
-    ptr = nullptr;
-    if (host.empty()) return;
-    check(cudaMalloc(&ptr, host.size() * sizeof(T)), "cudaMalloc");
-    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
+using detail::check;
+using detail::DeviceArray;
 
 std::string joined(const std::vector<std::string>& why) {
   std::ostringstream s;

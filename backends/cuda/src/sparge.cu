@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "device_memory.cuh"
 #include "estimate.cuh"
 #include "estimators.cuh"
 #include "spattn/error.hpp"
@@ -29,9 +30,8 @@ namespace {
 using detail::Rows;
 using detail::Seqs;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("cuda sparge estimator: ", what, ": ", cudaGetErrorString(e));
-}
+using detail::check;
+using detail::DeviceArray;
 
 constexpr int kPoolThreads = 128, kSelectThreads = 256;
 constexpr int kMaxSortKeys = 16384;     ///< key blocks per row the select kernel sorts in shared memory
@@ -214,22 +214,6 @@ std::size_t select_bytes(int keys, std::int64_t d) {
   return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1) + static_cast<std::size_t>(d) * sizeof(float);
 }
 
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  void allocate(std::size_t count) {
-    n = std::max<std::size_t>(count, 1);
-    check(cudaMalloc(&ptr, n * sizeof(T)), "cudaMalloc");
-  }
-  void upload(const std::vector<T>& host) {
-    allocate(host.size());
-    check(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  std::size_t bytes() const { return n * sizeof(T); }
-};
-
 class SpargeEstimator final : public DeviceEstimator {
  public:
   SpargeEstimator(const sparge::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv)
@@ -247,9 +231,9 @@ class SpargeEstimator final : public DeviceEstimator {
       tau.push_back(c.tau_of(h));
       dense.push_back(c.dense_head(h) ? 1 : 0);
     }
-    theta_.upload(theta);
-    tau_.upload(tau);
-    dense_.upload(dense);
+    theta_.assign(theta);
+    tau_.assign(tau);
+    dense_.assign(dense);
     const std::int64_t d = p.head_dim, tq = shape_.num_q_tiles(), tk = shape_.num_k_tiles();
     chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_kv + kMeanChunk - 1) / kMeanChunk, 1));
     k_partial_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * chunks_ * d));
@@ -334,10 +318,10 @@ class SpargeEstimator final : public DeviceEstimator {
   MaskShape shape_;
   Seqs seqs_;
   int sort_keys_ = 1;
-  DeviceBuffer<float> theta_, tau_;
-  DeviceBuffer<std::uint8_t> dense_;
+  DeviceArray<float> theta_, tau_;
+  DeviceArray<std::uint8_t> dense_;
   int chunks_ = 1;
-  DeviceBuffer<float> k_partial_, k_mu_, k_mean_, k_sim_, q_mean_, q_sim_;
+  DeviceArray<float> k_partial_, k_mu_, k_mean_, k_sim_, q_mean_, q_sim_;
 };
 
 }  // namespace
