@@ -194,6 +194,8 @@ expect_message "--tile 0x0 fgattn" "fgattn tile_q (M): must be a multiple of 16 
 expect_message "--tile 16x0 dense" "dense tile_k: must be in [1, 128], got 0" run --seq 64 --dim 32 --tile 16x0
 expect_message "--tile 16x0 bfla" "--tile/--tile-q: bfla sets its query tile (min(128, block)); give --tile-k" \
   run --method bfla --seq 64 --dim 32 --tile 16x0
+expect_message "--tile 0x16 bfla" "--tile/--tile-q: bfla sets its query tile (min(128, block)); give --tile-k" \
+  run --method bfla --seq 64 --dim 32 --tile 0x16
 expect_message "--tile-k 0 bfla" "bfla tile: must be in [1, 128], got 0" run --method bfla --seq 64 --dim 32 --tile-k 0
 expect_message "--gamma -1" "bfla gamma: must be in [0, 1] (1 = dense, 0 = no mass rule), got -1" \
   run --method bfla --seq 64 --dim 32 --gamma -1
