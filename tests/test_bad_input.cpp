@@ -191,6 +191,8 @@ TEST_CASE("an explicit 0 is a value, not the default: scale = 0 is uniform atten
     mean /= static_cast<double>(p.seqlen_kv);
     CHECK(in.o.get(0, 1, 17, d) == doctest::Approx(mean).epsilon(1e-5));
   }
+  p.scale = std::numeric_limits<float>::max();  // scale·log2 e was inf: NaN outputs (found by fuzz_api)
+  CHECK_THROWS_WITH_AS(p.validate(), "scale: must be in [0, 1.84467e+19], got 3.40282e+38", Error);
   WorkloadSpec s;
   s.seqlen = 64;
   s.seqlen_q = 0;
