@@ -191,6 +191,8 @@ TEST_CASE("an explicit 0 is a value, not the default: scale = 0 is uniform atten
     mean /= static_cast<double>(p.seqlen_kv);
     CHECK(in.o.get(0, 1, 17, d) == doctest::Approx(mean).epsilon(1e-5));
   }
+  p.scale = std::numeric_limits<float>::max();  // scale·log2 e was inf: NaN outputs (found by fuzz_api)
+  CHECK_THROWS_WITH_AS(p.validate(), "scale: must be in [0, 1.84467e+19], got 3.40282e+38", Error);
   WorkloadSpec s;
   s.seqlen = 64;
   s.seqlen_q = 0;
@@ -238,6 +240,28 @@ TEST_CASE("inputs just inside the range give finite outputs for every method and
       sparse_attention(m.defaults, p, in.q.view(), in.k.view(), in.v.view(), in.o.view(), o);
       CHECK_MESSAGE(in.o.all_finite(), m.name, int8 ? " (int8)" : "");
     }
+  }
+}
+
+TEST_CASE("a sequence without keys in a variable-length batch: every method keeps nothing there, attention gives zeros") {
+  // BFLA wrote its sink block through an empty vector here (found by fuzz_api).
+  Problem p = small_problem(false);
+  p.batch = 2;
+  p.seqlen_q = 40;
+  p.seqlen_kv = 50;
+  p.cu_seqlens_q = {0, 40, 70};
+  p.cu_seqlens_kv = {0, 50, 50};
+  HostTensor q(DType::f32, 1, 2, 70, 32, Layout::bnhd), k(DType::f32, 1, 1, 50, 32, Layout::bnhd), v = k;
+  HostTensor o(DType::f32, 1, 2, 70, 32, Layout::bnhd);
+  for (HostTensor* t : {&q, &k, &v}) fill_random(*t);
+  for (const MethodInfo& m : method_registry()) {
+    CAPTURE(m.name);
+    const Estimate e = estimate(m.defaults, p, q.view(), k.view());
+    for (std::int64_t h = 0; h < e.mask.shape.mask_heads; ++h)
+      for (std::int64_t t = 0; t < e.mask.shape.num_q_tiles(); ++t) CHECK(e.mask.row(1, h, t).empty());
+    o.poison();
+    attend(p, q.view(), k.view(), v.view(), e.mask, o.view());
+    for (std::int64_t n = 40; n < 70; ++n) CHECK(o.get(0, 1, n, 7) == 0.0f);
   }
 }
 

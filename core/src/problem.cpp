@@ -104,7 +104,8 @@ void Problem::validate() const {
     require_in("head_dim_v", *head_dim_v, Interval<std::int64_t>{kMinHeadDim, kMaxHeadDim});
     require(*head_dim_v % 8 == 0, "head_dim_v: must be a multiple of 8, got ", *head_dim_v);
   }
-  if (scale) require_in("scale", *scale, Interval<float>{0.0f, INFINITY, false, true});
+  // Every score is multiplied by scale·log2 e: near FLT_MAX that product is inf, and 0·inf a NaN (found by fuzz_api).
+  if (scale) require_in("scale", *scale, Interval<float>{0.0f, kMaxScale});
   // Every tensor must be addressable and allocatable before anything indexes or allocates by these extents.
   checked_bytes("q [batch, heads_q, seqlen_q, head_dim]", {batch, heads_q, seqlen_q, head_dim}, 4);
   checked_bytes("k [batch, heads_kv, seqlen_kv, head_dim]", {batch, heads_kv, seqlen_kv, head_dim}, 4);

@@ -59,6 +59,7 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
     const std::int64_t hkv = per_query_head ? p.kv_head_of(mh) : mh;
     const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
     const std::int64_t lq = (nq + bs - 1) / bs, lkv = (nkv + bs - 1) / bs;
+    if (lkv == 0) return;  // a sequence without keys (variable-length batch): its rows keep nothing (found by fuzz_api)
     auto jc = [&](std::int64_t i) { return bfla::causal_blocks(i, nq, nkv, bs, p.causal); };
     std::vector<std::uint8_t> keep(static_cast<std::size_t>(lq * lkv), 0);
     const RowMatrix kr = padded_rows(p, k, false, b, hkv, nkv, g);

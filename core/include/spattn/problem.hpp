@@ -63,11 +63,12 @@ struct Problem {
   std::int64_t head_dim = 0;
   std::optional<std::int64_t> head_dim_v;  ///< V's head dimension; unset: head_dim
   bool causal = false;
-  std::optional<float> scale;  ///< softmax scale, finite and >= 0; unset: 1/sqrt(head_dim)
+  std::optional<float> scale;  ///< softmax scale in [0, kMaxScale]; unset: 1/sqrt(head_dim)
   DType dtype = DType::f32;
   std::vector<std::int64_t> cu_seqlens_q;   ///< empty, or B+1 offsets (variable-length batch)
   std::vector<std::int64_t> cu_seqlens_kv;  ///< empty, or B+1 offsets (variable-length batch)
 
+  static constexpr float kMaxScale = 0x1p64f;  ///< scale in [0, 2^64]: scale·log2 e stays far inside fp32
   static constexpr std::int64_t kMinHeadDim = 32;
   static constexpr std::int64_t kMaxHeadDim = 256;
 
