@@ -203,7 +203,7 @@ TEST_CASE("inputs whose scores overflow fp32 are reported as such by attend() an
   const Problem p = small_problem();
   Inputs huge(p, 1e20f);  // finite, but q·k = 32e40 is not
   const TileMask mask = TileMask::dense(MaskShape::of(p, 16, 16));
-  const std::string overflow = "scores overflow fp32: head_dim · max|q| · max|k| · scale = 5.65685e+40 exceeds 2^100 "
+  const std::string overflow = "scores overflow fp32: head_dim · max|q| · max|k| · max(scale, 1) = 3.2e+41 exceeds 2^100 "
                                "(max|q| = 1e+20 at batch 0, head 0, row 0, dim 0; max|k| = 1e+20 at batch 0, head 0, "
                                "row 0, dim 0); scale the inputs down";
   CHECK_THROWS_WITH_AS(attend(p, huge.q.view(), huge.k.view(), huge.v.view(), mask, huge.o.view()), overflow.c_str(), Error);
@@ -213,10 +213,18 @@ TEST_CASE("inputs whose scores overflow fp32 are reported as such by attend() an
   Inputs big_v(p);
   for (std::int64_t j = 0; j < p.seqlen_kv; ++j) big_v.v.set(0, 0, j, 3, 1e29f);
   CHECK_THROWS_WITH_AS(attend(p, big_v.q.view(), big_v.k.view(), big_v.v.view(), mask, big_v.o.view()),
-                       doctest::Contains("P·V overflows fp32: seqlen_kv · max|v| = 6.4e+30 exceeds 2^100 (max|v| = "), Error);
+                       doctest::Contains("v: sums over the sequence overflow fp32: seqlen_kv · max|v| = 6.4e+30 exceeds 2^100 (max|v| = "), Error);
 
   Inputs nan(p);
   nan.k.set(0, 0, 3, 5, NAN);
+  Inputs big_k(p);
+  big_k.k.set(0, 0, 5, 1, 3e38f);
+  big_k.q.set(0, 0, 0, 0, 0.0f);
+  Problem zero_scale = p;
+  zero_scale.scale = 0.0f;  // q·k is formed before the scale: a scale of 0 does not make it finite (found by fuzz_api)
+  CHECK_THROWS_WITH_AS(attend(zero_scale, big_k.q.view(), big_k.k.view(), big_k.v.view(), mask, big_k.o.view()),
+                       doctest::Contains("scores overflow fp32: head_dim · max|q| · max|k| · max(scale, 1) = "), Error);
+
   CHECK_THROWS_WITH_AS(estimate(default_config("sparge"), p, nan.q.view(), nan.k.view()),
                        "k: not finite (nan) at batch 0, head 0, row 3, dim 5", Error);
   nan.q.set(0, 1, 9, 0, -INFINITY);
@@ -227,8 +235,8 @@ TEST_CASE("inputs whose scores overflow fp32 are reported as such by attend() an
 TEST_CASE("inputs just inside the range give finite outputs for every method and executor mode") {
   Problem p = small_problem();
   p.seqlen_q = p.seqlen_kv = 300;
-  // head_dim · x² · scale = 2^99: the largest magnitude the rule lets through, half the bound.
-  const float x = static_cast<float>(std::sqrt(std::ldexp(1.0, kInputRangeLog2 - 1) / (32.0 / std::sqrt(32.0))));
+  // head_dim · x² · max(scale, 1) = 2^99: half the largest magnitude the rule lets through.
+  const float x = static_cast<float>(std::sqrt(std::ldexp(1.0, kInputRangeLog2 - 1) / 32.0));
   Inputs in(p, x);
   for (HostTensor* t : {&in.v}) fill_random(*t, 1e20);
   for (const MethodInfo& m : method_registry()) {

@@ -1,5 +1,6 @@
 #include "spattn/input_range.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -50,18 +51,22 @@ std::string at(const char* name, const Largest& m) {
 
 void check_input_range(const Problem& p, const TensorView& q, const TensorView& k, const TensorView* v) {
   const double limit = std::ldexp(1.0, kInputRangeLog2);
+  const auto sums = [&](const char* name, const Largest& m, std::int64_t seqlen, const char* seqlen_name) {
+    const double sum = static_cast<double>(seqlen) * m.abs;
+    if (!(sum <= limit))
+      fail(name, ": sums over the sequence overflow fp32: ", seqlen_name, " · max|", name, "| = ", sum, " exceeds 2^",
+           kInputRangeLog2, " (", at(name, m), "); scale the inputs down");
+  };
   const Largest mq = scan(p, q, "q", true, p.heads_q, p.head_dim);
   const Largest mk = scan(p, k, "k", false, p.heads_kv, p.head_dim);
-  const double scores = static_cast<double>(p.head_dim) * mq.abs * mk.abs * p.softmax_scale();
+  // Before the scale too: backends form q·k first (a scale of 0 does not make a huge q·k finite).
+  const double scores = static_cast<double>(p.head_dim) * mq.abs * mk.abs * std::max(1.0, double{p.softmax_scale()});
   if (!(scores <= limit))
-    fail("scores overflow fp32: head_dim · max|q| · max|k| · scale = ", scores, " exceeds 2^", kInputRangeLog2, " (",
-         at("q", mq), "; ", at("k", mk), "); scale the inputs down");
-  if (v == nullptr) return;
-  const Largest mv = scan(p, *v, "v", false, p.heads_kv, p.dim_v());
-  const double pv = static_cast<double>(p.seqlen_kv) * mv.abs;
-  if (!(pv <= limit))
-    fail("P·V overflows fp32: seqlen_kv · max|v| = ", pv, " exceeds 2^", kInputRangeLog2, " (", at("v", mv),
-         "); scale the inputs down");
+    fail("scores overflow fp32: head_dim · max|q| · max|k| · max(scale, 1) = ", scores, " exceeds 2^", kInputRangeLog2,
+         " (", at("q", mq), "; ", at("k", mk), "); scale the inputs down");
+  sums("q", mq, p.seqlen_q, "seqlen_q");
+  sums("k", mk, p.seqlen_kv, "seqlen_kv");
+  if (v != nullptr) sums("v", scan(p, *v, "v", false, p.heads_kv, p.dim_v()), p.seqlen_kv, "seqlen_kv");
 }
 
 }  // namespace spattn

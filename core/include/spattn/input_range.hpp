@@ -3,10 +3,12 @@
 // backend runs, so inputs that would overflow are reported as an input problem, never as a non-finite output.
 //
 // The rule (bounds on magnitudes, so it holds for every backend, method and order of summation):
-//   scores  S = head_dim · max|q| · max|k| · scale ≤ 2^100: every logit q·k·scale and every partial sum of one
-//           is at most S; 2^100 leaves 2^28 of headroom below fp32's 2^128 for what the methods build on them
-//           (base-2 units, differences in the online softmax, int8 smoothing, BFLA's sums over ≤ 4096 logits);
-//   P·V     seqlen_kv · max|v| ≤ 2^100: the accumulator of softmax weights (each ≤ 1) times values.
+//   scores  S = head_dim · max|q| · max|k| · max(scale, 1) ≤ 2^100: every dot product q·k, before and after the
+//           scale, and every partial sum of one is at most S; 2^100 leaves 2^28 of headroom below fp32's 2^128 for
+//           what the methods build on them (base-2 units, differences in the online softmax, int8 products,
+//           BFLA's sums over ≤ 4096 logits);
+//   sums    seqlen · max|x| ≤ 2^100 for each of q, k, v: every sum over a sequence — means (pooling, K
+//           smoothing), the P·V accumulator of weights ≤ 1 times values — is at most that.
 // Real activations are many orders of magnitude inside (|x| ≈ 1e14 with head_dim 128 reaches the score bound).
 #pragma once
 
@@ -14,7 +16,7 @@
 
 namespace spattn {
 
-/// log2 of the bound on S and on seqlen_kv · max|v|.
+/// log2 of the bound on S and on the sums.
 inline constexpr int kInputRangeLog2 = 100;
 
 /// Throws spattn::Error naming the tensor and the first offending element ("q: not finite (nan) at batch 0,
