@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "device_memory.cuh"
+#include "estimators.cuh"
 #include "flash.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
@@ -44,6 +45,10 @@ bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std:
 
 }  // namespace
 
+bool rows_aligned(const TensorView& t) {
+  return aligned(t.data, 16) && t.stride_n % 8 == 0 && t.stride_h % 8 == 0 && t.stride_b % 8 == 0;
+}
+
 std::vector<std::string> executor_not_supported_reasons(const Problem& p, const MaskShape& shape,
                                                         const AttendOptions& options) {
   std::vector<std::string> why;
@@ -74,7 +79,7 @@ std::vector<std::string> tensor_not_supported_reasons(const TensorView& q, const
       break;
     }
   for (const TensorView* t : {&q, &k, &v})
-    if (!aligned(t->data, 16) || t->stride_n % 8 || t->stride_h % 8 || t->stride_b % 8) {
+    if (!rows_aligned(*t)) {
       why.push_back("q/k/v need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
       break;
     }
@@ -152,36 +157,54 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   check(cudaGetLastError(), "kernel launch");
 }
 
-AttendStats CudaBackend::attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                                const TileMask& mask, const TensorView& o, const AttendOptions& options) const {
-  const DeviceTileMask dmask(mask);
-  DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
-  DeviceArray<int> empty(std::vector<int>{0});
-  const bool pv = pv_skip_requested(options);
-  std::vector<float> thresholds = options.pv_threshold_per_head;
-  if (thresholds.empty()) thresholds.assign(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
-  DeviceArray<float> d_thr(pv ? thresholds : std::vector<float>{});
-  DeviceArray<unsigned long long> d_skipped(std::vector<unsigned long long>{0});
-  DevicePvSkip pv_args;
-  pv_args.thresholds = d_thr.ptr;
-  pv_args.vote_rows = options.pv_vote_rows == 0 ? 128 : options.pv_vote_rows;  // 0: min(tile_q, 128) = 128
-  pv_args.exempt_last = options.pv_exempt_last;
-  pv_args.skipped = d_skipped.ptr;
-  attend_async(p, q, k, v, dmask, o, options.lse, cu_q.ptr, cu_kv.ptr, empty.ptr, nullptr, pv ? &pv_args : nullptr);
-  check(cudaDeviceSynchronize(), "kernel");
+ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
+    : problem_(p), lse_(options.lse), pv_on_(pv_skip_requested(options)) {
+  cu_q_.assign(p.cu_seqlens_q);
+  cu_kv_.assign(p.cu_seqlens_kv);
+  empty_rows_.allocate(1);
+  skipped_.allocate(1);
+  if (pv_on_) {
+    std::vector<float> t = options.pv_threshold_per_head;
+    if (t.empty()) t.assign(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
+    thresholds_.assign(t);
+    pv_.thresholds = thresholds_.ptr;
+    pv_.vote_rows = options.pv_vote_rows == 0 ? 128 : options.pv_vote_rows;  // 0: min(tile_q, 128) = 128
+    pv_.exempt_last = options.pv_exempt_last;
+    pv_.skipped = skipped_.ptr;
+  }
+}
+
+void ExecutorState::enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
+                            const TensorView& o, cudaStream_t stream) {
+  check(cudaMemsetAsync(empty_rows_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
+  check(cudaMemsetAsync(skipped_.ptr, 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
+  attend_async(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr, stream, pv_on_ ? &pv_ : nullptr);
+}
+
+AttendStats ExecutorState::stats(const TileMask& mask, cudaStream_t stream) const {
+  check(cudaStreamSynchronize(stream), "synchronize");
   int empty_rows = 0;
-  check(cudaMemcpy(&empty_rows, empty.ptr, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
   unsigned long long skipped = 0;
-  check(cudaMemcpy(&skipped, d_skipped.ptr, sizeof(skipped), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(&empty_rows, empty_rows_.ptr, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaMemcpy(&skipped, skipped_.ptr, sizeof(skipped), cudaMemcpyDeviceToHost), "cudaMemcpy");
   AttendStats stats;
   stats.backend = "cuda";
   stats.pv_skipped = static_cast<std::int64_t>(skipped);
   stats.empty_rows = empty_rows;
+  const Problem& p = problem_;
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t t = 0; t * mask.shape.tile_q < p.seqlen_q_of(b); ++t)
         stats.visited_tiles += static_cast<std::int64_t>(mask.row(b, mask.mask_head_of(h, p.heads_q), t).size());
   return stats;
+}
+
+AttendStats CudaBackend::attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                                const TileMask& mask, const TensorView& o, const AttendOptions& options) const {
+  const DeviceTileMask dmask(mask);
+  ExecutorState state(p, options);
+  state.enqueue(q, k, v, dmask, o, nullptr);
+  return state.stats(mask, nullptr);
 }
 
 }  // namespace spattn::cuda

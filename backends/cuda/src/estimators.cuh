@@ -1,5 +1,6 @@
 // The CUDA estimators behind Plan (plan.cu) and CudaBackend::estimate: one object per method and problem shape
-// that allocates its workspace once and then only enqueues kernels (graph-capturable); and the executor's coverage.
+// that allocates its workspace once and then only enqueues kernels (graph-capturable); the executor's coverage and
+// its per-problem device state (backend.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "device_memory.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/method_config.hpp"
 
@@ -35,6 +37,33 @@ std::vector<std::string> executor_not_supported_reasons(const Problem& problem, 
                                                         const AttendOptions& options);
 std::vector<std::string> tensor_not_supported_reasons(const TensorView& q, const TensorView& k, const TensorView& v,
                                                       const TensorView& o);
+/// Rows the kernels read in 16-byte pieces: pointer 16-byte aligned, strides multiples of 8 elements.
+bool rows_aligned(const TensorView& t);
+
+/// The executor's device-side arguments besides tensors and mask, set up once per problem (backend.cu): sequence
+/// offsets, the empty-row and PV-skip counters, the per-head PV-skip thresholds. enqueue() zeroes the counters and
+/// launches attend_async on `stream` (no allocation, no synchronisation); stats() waits for `stream` and reads them.
+class ExecutorState {
+ public:
+  ExecutorState(const Problem& problem, const AttendOptions& options);
+  void enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
+               const TensorView& o, cudaStream_t stream);
+  /// `mask`: the host copy of the mask the last enqueue() ran (for the visited-tile count).
+  AttendStats stats(const TileMask& mask, cudaStream_t stream) const;
+  const std::int64_t* cu_q() const { return cu_q_.ptr; }
+  const std::int64_t* cu_kv() const { return cu_kv_.ptr; }
+  std::size_t bytes() const { return cu_q_.bytes() + cu_kv_.bytes() + empty_rows_.bytes() + skipped_.bytes() + thresholds_.bytes(); }
+
+ private:
+  Problem problem_;
+  float* lse_ = nullptr;
+  detail::DeviceArray<std::int64_t> cu_q_, cu_kv_;
+  detail::DeviceArray<int> empty_rows_;
+  detail::DeviceArray<unsigned long long> skipped_;
+  detail::DeviceArray<float> thresholds_;
+  DevicePvSkip pv_;
+  bool pv_on_ = false;
+};
 
 // One factory per method (its .cu file).
 std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& config, const Problem& problem);

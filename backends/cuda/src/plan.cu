@@ -22,18 +22,6 @@ std::string joined(const std::vector<std::string>& why) {
   return s.str();
 }
 
-/// The estimators read rows in 16-byte pieces.
-bool rows_aligned(const TensorView& t) {
-  return reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0 && t.stride_n % 8 == 0 && t.stride_h % 8 == 0 &&
-         t.stride_b % 8 == 0;
-}
-
-bool pv_skip_requested(const AttendOptions& options) {
-  bool pv = options.pv_threshold < INFINITY;
-  for (float t : options.pv_threshold_per_head) pv = pv || t < INFINITY;
-  return pv;
-}
-
 }  // namespace
 
 std::vector<std::string> estimator_not_supported_reasons(const MethodConfig& config, const Problem& problem) {
@@ -47,6 +35,14 @@ MaskShape estimated_shape(const MethodConfig& config, const Problem& problem) {
   return MaskShape::of(problem, c.block_q, c.block_k);
 }
 
+/// What a pipeline of `config` needs: its estimator, then the executor over the shape that estimator builds.
+std::vector<std::string> pipeline_not_supported_reasons(const MethodConfig& config, const Problem& problem,
+                                                        const AttendOptions& options) {
+  std::vector<std::string> why = estimator_not_supported_reasons(config, problem);
+  if (why.empty()) why = executor_not_supported_reasons(problem, estimated_shape(config, problem), options);
+  return why;
+}
+
 std::unique_ptr<DeviceEstimator> make_estimator(const MethodConfig& config, const Problem& problem,
                                                 const std::int64_t* cu_q, const std::int64_t* cu_kv) {
   if (const auto* c = std::get_if<sparge::Config>(&config)) return make_sparge_estimator(*c, problem, cu_q, cu_kv);
@@ -55,21 +51,13 @@ std::unique_ptr<DeviceEstimator> make_estimator(const MethodConfig& config, cons
 
 struct Plan::Impl {
   Problem problem;
-  AttendOptions options;
-  DeviceArray<std::int64_t> cu_q, cu_kv;
+  std::unique_ptr<ExecutorState> executor;
   std::unique_ptr<DeviceEstimator> estimator;
   std::unique_ptr<DeviceTileMask> mask;
-  DeviceArray<float> thresholds;
-  DeviceArray<int> empty_rows;
-  DeviceArray<unsigned long long> skipped;
-  DevicePvSkip pv;
-  bool pv_on = false;
 };
 
 std::vector<std::string> Plan::not_supported_reasons(const MethodConfig& config, const Problem& problem) {
-  std::vector<std::string> why = estimator_not_supported_reasons(config, problem);
-  if (why.empty()) why = executor_not_supported_reasons(problem, estimated_shape(config, problem), attend_options_of(config));
-  return why;
+  return pipeline_not_supported_reasons(config, problem, attend_options_of(config));
 }
 
 Plan::Plan(const MethodConfig& config, const Problem& problem, const AttendOptions& options)
@@ -78,26 +66,12 @@ Plan::Plan(const MethodConfig& config, const Problem& problem, const AttendOptio
   validate(config, problem);
   Impl& m = *impl_;
   m.problem = problem;
-  m.options = attend_options_of(config, options);
-  std::vector<std::string> why = estimator_not_supported_reasons(config, problem);
-  if (why.empty()) why = executor_not_supported_reasons(problem, estimated_shape(config, problem), m.options);
+  const AttendOptions with_method = attend_options_of(config, options);
+  const std::vector<std::string> why = pipeline_not_supported_reasons(config, problem, with_method);
   if (!why.empty()) fail("cuda plan: ", method_name(config), " for ", problem.describe(), " is not supported —", joined(why));
-  m.cu_q.assign(problem.cu_seqlens_q);
-  m.cu_kv.assign(problem.cu_seqlens_kv);
-  m.estimator = make_estimator(config, problem, m.cu_q.ptr, m.cu_kv.ptr);
+  m.executor = std::make_unique<ExecutorState>(problem, with_method);
+  m.estimator = make_estimator(config, problem, m.executor->cu_q(), m.executor->cu_kv());
   m.mask = std::make_unique<DeviceTileMask>(m.estimator->shape());
-  m.empty_rows.assign({0});
-  m.skipped.assign({0});
-  m.pv_on = pv_skip_requested(m.options);
-  if (m.pv_on) {
-    std::vector<float> t = m.options.pv_threshold_per_head;
-    if (t.empty()) t.assign(static_cast<std::size_t>(problem.heads_q), m.options.pv_threshold);
-    m.thresholds.assign(t);
-    m.pv.thresholds = m.thresholds.ptr;
-    m.pv.vote_rows = m.options.pv_vote_rows == 0 ? 128 : m.options.pv_vote_rows;
-    m.pv.exempt_last = m.options.pv_exempt_last;
-    m.pv.skipped = m.skipped.ptr;
-  }
 }
 
 Plan::~Plan() = default;
@@ -117,10 +91,7 @@ void Plan::attend(const TensorView& q, const TensorView& k, const TensorView& v,
   m.problem.validate(q, k, v, o);
   const std::vector<std::string> why = tensor_not_supported_reasons(q, k, v, o);
   if (!why.empty()) fail("cuda plan: attend:", joined(why));
-  check(cudaMemsetAsync(m.empty_rows.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
-  check(cudaMemsetAsync(m.skipped.ptr, 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-  attend_async(m.problem, q, k, v, *m.mask, o, m.options.lse, m.cu_q.ptr, m.cu_kv.ptr, m.empty_rows.ptr, stream,
-               m.pv_on ? &m.pv : nullptr);
+  m.executor->enqueue(q, k, v, *m.mask, o, stream);
 }
 
 void Plan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o, CUstream_st* stream) {
@@ -131,27 +102,12 @@ void Plan::run(const TensorView& q, const TensorView& k, const TensorView& v, co
 const DeviceTileMask& Plan::mask() const { return *impl_->mask; }
 
 std::size_t Plan::workspace_bytes() const {
-  return impl_->estimator->workspace_bytes() + impl_->mask->bytes() + sizeof(int) + sizeof(unsigned long long);
+  return impl_->estimator->workspace_bytes() + impl_->mask->bytes() + impl_->executor->bytes();
 }
 
-AttendStats Plan::stats(CUstream_st* stream) const {
-  const Impl& m = *impl_;
-  check(cudaStreamSynchronize(stream), "synchronize");
-  int empty = 0;
-  unsigned long long skipped = 0;
-  check(cudaMemcpy(&empty, m.empty_rows.ptr, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  check(cudaMemcpy(&skipped, m.skipped.ptr, sizeof(skipped), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  AttendStats s;
-  s.backend = "cuda";
-  s.empty_rows = empty;
-  s.pv_skipped = static_cast<std::int64_t>(skipped);
-  const TileMask mask = m.mask->download(stream);
-  const Problem& p = m.problem;
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t h = 0; h < p.heads_q; ++h)
-      for (std::int64_t t = 0; t * mask.shape.tile_q < p.seqlen_q_of(b); ++t)
-        s.visited_tiles += static_cast<std::int64_t>(mask.row(b, mask.mask_head_of(h, p.heads_q), t).size());
-  return s;
+AttendStats Plan::stats(CUstream_st* stream, const TileMask* downloaded) const {
+  if (downloaded != nullptr) return impl_->executor->stats(*downloaded, stream);
+  return impl_->executor->stats(impl_->mask->download(stream), stream);
 }
 
 // ---- CudaBackend's estimators and pipeline ----
@@ -182,9 +138,7 @@ Estimate CudaBackend::estimate(const MethodConfig& config, const Problem& proble
 std::vector<std::string> CudaBackend::sparse_attention_not_supported_reasons(
     const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
     const TensorView& o, const AttendOptions& options) const {
-  std::vector<std::string> why = estimator_not_supported_reasons(config, problem);
-  if (!why.empty()) return why;
-  why = executor_not_supported_reasons(problem, estimated_shape(config, problem), options);
+  std::vector<std::string> why = pipeline_not_supported_reasons(config, problem, options);
   for (std::string& s : tensor_not_supported_reasons(q, k, v, o)) why.push_back(std::move(s));
   return why;
 }
@@ -195,10 +149,10 @@ SparseAttentionResult CudaBackend::sparse_attention(const MethodConfig& config, 
   Plan plan(config, problem, options);
   plan.run(q, k, v, o, nullptr);
   SparseAttentionResult r;
-  r.attend = plan.stats(nullptr);
   r.estimate.method = std::string(method_name(config));
   r.estimate.backend = "cuda";
   r.estimate.mask = plan.mask().download(nullptr);
+  r.attend = plan.stats(nullptr, &r.estimate.mask);
   return r;
 }
 

@@ -36,8 +36,9 @@ class Plan {
   const DeviceTileMask& mask() const;
   /// Device bytes held: estimator workspace + mask + counters.
   std::size_t workspace_bytes() const;
-  /// Counts of the last attend() (empty rows, PV-skipped pairs, visited tiles): waits for `stream`.
-  AttendStats stats(CUstream_st* stream = nullptr) const;
+  /// Counts of the last attend() (empty rows, PV-skipped pairs, visited tiles): waits for `stream`. `downloaded`:
+  /// the caller's host copy of mask() (mask().download()), if it has one; otherwise the mask is downloaded here.
+  AttendStats stats(CUstream_st* stream = nullptr, const TileMask* downloaded = nullptr) const;
 
  private:
   struct Impl;
