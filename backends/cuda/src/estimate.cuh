@@ -99,6 +99,22 @@ __device__ inline void block_sort(std::uint64_t* keys, int n) {
   __syncthreads();
 }
 
+/// TopCdf on the device (topcdf.hpp's steps 3-6): sorts keys[0, n) — n a power of two, the first n_valid of them
+/// selection_key(weight, index) of the valid entries, the rest kNoKey — into the selection order, and returns (to
+/// every thread) how many of them the rule keeps: top_cdf_count on the sorted weights, one thread, in the core's
+/// sequential order. `sorted` receives the n_valid sorted weights.
+__device__ inline int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau, int min_keep,
+                                     bool include_crossing, float* sorted, int* cut) {
+  block_sort(keys, n);
+  for (int t = threadIdx.x; t < n_valid; t += blockDim.x) sorted[t] = key_value(keys[t]);
+  __syncthreads();
+  if (threadIdx.x == 0) *cut = top_cdf_count(sorted, n_valid, tau, min_keep, include_crossing);
+  __syncthreads();
+  const int c = *cut;
+  __syncthreads();
+  return c;
+}
+
 /// Writes the indices j < n with keep[j] != 0, ascending, to out; returns their count (to every thread).
 /// `scan` holds blockDim.x ints.
 __device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* out, int* scan) {

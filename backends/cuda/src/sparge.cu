@@ -174,17 +174,15 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (sparge::scores_usable(candidates, m)) {
     for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x)
       keys[j] = j < blocks_k && (keep[j] & 2) ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
-    detail::block_sort(keys, a.sort_keys);
+    int kept = 0;
     if (a.topk > 0.0f) {
+      detail::block_sort(keys, a.sort_keys);
       const std::int64_t kk = sparge::topk_count(a.topk, reach);
-      if (threadIdx.x == 0) cut = static_cast<int>(kk < candidates ? kk : candidates);
+      kept = static_cast<int>(kk < candidates ? kk : candidates);
     } else {
-      for (int t = threadIdx.x; t < candidates; t += blockDim.x) x[t] = detail::key_value(keys[t]);
-      __syncthreads();
-      if (threadIdx.x == 0) cut = top_cdf_count(x, candidates, a.tau[h], 1, false);
+      kept = detail::top_cdf_sorted(keys, a.sort_keys, candidates, a.tau[h], 1, false, x, &cut);
     }
-    __syncthreads();
-    for (int t = threadIdx.x; t < cut; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
+    for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
   } else if (candidates > 0) {  // non-finite pooled scores: the row keeps every block
     for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] |= 1;
   }
