@@ -1,10 +1,11 @@
-// End to end on the GPU (issue 14): SpargeAttn's device estimator + the CUDA executor through cuda::Plan, against
+// End to end on the GPU (issue 14): each method's device estimator + the CUDA executor through cuda::Plan, against
 // spattn's own dense CUDA attention on the same inputs (and cuDNN / FlexAttention in bench/e2e_peers.py, same
-// session). llm workload, causal bf16, B = 1, Hq = 32, Hkv = 8, D = 128. CUDA events, 3 warm-ups, median of 10.
-// Per config: mask density (kept / reachable tiles), estimate / attend / estimate+attend times, relative L1 error
-// of the output against dense attention, device workspace. Writes each mask's 128 × 64 block bitmap
-// [Hq, Tq, Tk] as OUT_DIR/mask_<N>_<name>.npy (if OUT_DIR is set) for the FlexAttention peer.
-//   ./spattn_bench_e2e [N ...]      (default 32768 131072)
+// session). WORKLOAD=llm (default: causal, Hkv = 8; SpargeAttn, BFLA) or video (non-causal, Hkv = 32; SpargeAttn,
+// FG-Attn); bf16, B = 1, Hq = 32, D = 128. CUDA events, 3 warm-ups, median of 10. Per config: mask density (kept /
+// reachable tiles), estimate / attend / estimate+attend times, relative L1 error of the output against dense
+// attention, device workspace (estimator + mask + executor state). Writes each mask's tile bitmap
+// [mask heads, Tq, Tk] as OUT_DIR/mask_<N>_<tq>x<tk>_<name>.npy (if OUT_DIR is set) for the FlexAttention peer.
+//   WORKLOAD=video [ARMS=fgattn] ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -71,6 +72,37 @@ double rel_l1(const HostTensor& got, const HostTensor& want) {
   return num / den;
 }
 
+std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
+  std::vector<std::pair<std::string, MethodConfig>> arms;
+  sparge::Config k50, k25, cdf;
+  k25.topk = 0.25f;
+  cdf.topk = 0.0f;
+  cdf.tau = {0.9f};
+  sparge::Config hop = k25;  // the authors' Hopper geometry
+  hop.block_q = 128;
+  hop.block_k = 128;
+  arms.emplace_back("sparge top-k 0.5", k50);
+  arms.emplace_back("sparge top-k 0.25", k25);
+  if (kind == WorkloadKind::llm) {
+    arms.emplace_back("sparge TopCdf 0.9", cdf);
+    arms.emplace_back("sparge 128x128 top-k .25", hop);
+    bfla::Config bf;  // defaults: b = 256, g = 64, γ = 0.99, 8 local tiles of 32 keys
+    arms.emplace_back("bfla gamma 0.99", bf);
+    bf.gamma = 0.9f;
+    arms.emplace_back("bfla gamma 0.9", bf);
+  } else {
+    fg_attn::Config fg;  // defaults: 32 × 32 tiles, top-p 0.9 (the paper's)
+    arms.emplace_back("fgattn 32x32 p 0.9", fg);
+    fg.top_p = 0.95f;
+    arms.emplace_back("fgattn 32x32 p 0.95", fg);
+    fg.tile_q = 64;
+    fg.tile_k = 64;
+    fg.top_p = 0.9f;
+    arms.emplace_back("fgattn 64x64 p 0.9", fg);
+  }
+  return arms;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,14 +110,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) lengths.push_back(std::atoll(argv[i]));
   if (lengths.empty()) lengths = {32768, 131072};
   const char* out_dir = std::getenv("OUT_DIR");
-  std::printf("%-7s %-22s %8s %9s %9s %9s %9s %9s %9s %10s\n", "N", "config", "density", "est ms", "attend", "e2e ms",
+  const char* wl = std::getenv("WORKLOAD");
+  const WorkloadKind kind = parse_workload_kind(wl != nullptr ? wl : "llm");
+  const bool video = kind == WorkloadKind::video;
+  const std::int64_t heads_kv = video ? 32 : 8;  // video DiTs use multi-head attention; the LLM GQA 4:1
+  std::printf("workload %s (%s), B = 1, Hq = 32, Hkv = %lld, D = 128, bf16\n", video ? "video" : "llm",
+              video ? "non-causal" : "causal", static_cast<long long>(heads_kv));
+  std::printf("%-7s %-26s %8s %9s %9s %9s %9s %9s %9s %10s\n", "N", "config", "density", "est ms", "attend", "e2e ms",
               "dense ms", "speedup", "rel L1", "ws MiB");
   for (const std::int64_t n : lengths) {
     WorkloadSpec s;
-    s.kind = WorkloadKind::llm;
+    s.kind = kind;
     s.seqlen = n;
     s.heads_q = 32;
-    s.heads_kv = 8;
+    s.heads_kv = heads_kv;
     s.head_dim = 128;
     s.dtype = DType::bf16;
     s.seed = 7;
@@ -104,27 +142,17 @@ int main(int argc, char** argv) {
       ck(cudaDeviceSynchronize());
       ck(cudaMemcpy(dense_out.data(), dout.ptr, dense_out.size_bytes(), cudaMemcpyDeviceToHost));
     }
-    std::printf("%-7lld %-22s %8.3f %9s %9s %9.3f %9.3f %9s %9s %10s\n", static_cast<long long>(n), "dense (spattn)", 1.0,
+    std::printf("%-7lld %-26s %8.3f %9s %9s %9.3f %9.3f %9s %9s %10s\n", static_cast<long long>(n), "dense (spattn)", 1.0,
                 "-", "-", dense_ms, dense_ms, "1.00", "0", "-");
-    struct Arm {
-      const char* name;
-      sparge::Config config;
-    };
-    std::vector<Arm> arms;
-    arms.push_back({"sparge top-k 0.5", sparge::Config{}});
-    sparge::Config k25;
-    k25.topk = 0.25f;
-    arms.push_back({"sparge top-k 0.25", k25});
-    sparge::Config cdf;
-    cdf.topk = 0.0f;
-    cdf.tau = {0.9f};
-    arms.push_back({"sparge TopCdf 0.9", cdf});
-    sparge::Config hop = k25;  // the authors' Hopper geometry
-    hop.block_q = 128;
-    hop.block_k = 128;
-    arms.push_back({"sparge 128x128 top-k .25", hop});
-    for (const Arm& arm : arms) {
-      cuda::Plan plan(arm.config, p);
+    const char* only = std::getenv("ARMS");  // run only the configs whose name contains this
+    for (const auto& [arm_name, config] : arms_of(kind)) {
+      if (only != nullptr && arm_name.find(only) == std::string::npos) continue;
+      const std::vector<std::string> why = cuda::Plan::not_supported_reasons(config, p);
+      if (!why.empty()) {
+        std::printf("%-7lld %-26s not supported: %s\n", static_cast<long long>(n), arm_name.c_str(), why.front().c_str());
+        continue;
+      }
+      cuda::Plan plan(config, p);
       const float est = median_ms([&] { plan.estimate(q, k); });
       const float att = median_ms([&] { plan.attend(q, k, v, o); });
       const float e2e = median_ms([&] { plan.run(q, k, v, o); });
@@ -132,17 +160,17 @@ int main(int argc, char** argv) {
       ck(cudaMemcpy(out.data(), dout.ptr, out.size_bytes(), cudaMemcpyDeviceToHost));
       const TileMask mask = plan.mask().download();
       const double density = mask.stats().density;
-      std::printf("%-7lld %-22s %8.3f %9.3f %9.3f %9.3f %9.3f %9.2f %9.4f %10.1f\n", static_cast<long long>(n),
-                  arm.name, density, est, att, e2e, dense_ms, dense_ms / e2e, rel_l1(out, dense_out),
+      std::printf("%-7lld %-26s %8.3f %9.3f %9.3f %9.3f %9.3f %9.2f %9.4f %10.1f\n", static_cast<long long>(n),
+                  arm_name.c_str(), density, est, att, e2e, dense_ms, dense_ms / e2e, rel_l1(out, dense_out),
                   static_cast<double>(plan.workspace_bytes()) / 1048576.0);
       std::fflush(stdout);
       if (out_dir != nullptr) {
-        std::string name = arm.name;
+        std::string name = arm_name;
         std::replace(name.begin(), name.end(), ' ', '_');
         const std::vector<std::uint8_t> bits = mask.to_bitmap();
         write_npy(std::string(out_dir) + "/mask_" + std::to_string(n) + "_" + std::to_string(mask.shape.tile_q) + "x" +
                       std::to_string(mask.shape.tile_k) + "_" + name + ".npy",
-                  NpyArray::from_vector(bits, {32, mask.shape.num_q_tiles(), mask.shape.num_k_tiles()}));
+                  NpyArray::from_vector(bits, {mask.shape.mask_heads, mask.shape.num_q_tiles(), mask.shape.num_k_tiles()}));
       }
     }
   }

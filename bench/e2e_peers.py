@@ -1,8 +1,8 @@
-"""Peers of bench/e2e_bench.cpp in the same session (PERF.md): cuDNN SDPA dense (causal, bf16, B = 1, Hq = 32,
-K/V heads expanded from 8 to 32) and FlexAttention given each spattn mask the way its users build one:
-create_block_mask from a mask function (block lookup in the mask's 128 x 64 bitmap AND causal), its build time
-counted. CUDA events; median of 10 (the mask build: median of 3).
-    OUT_DIR=masks ./spattn_bench_e2e 32768 ...; python3 bench/e2e_peers.py masks 32768 ...
+"""Peers of bench/e2e_bench.cpp in the same session (PERF.md): cuDNN SDPA dense (bf16, B = 1, Hq = 32; llm:
+causal, K/V heads expanded from 8 to 32; video: non-causal, 32 K/V heads) and FlexAttention given each spattn mask
+the way its users build one: create_block_mask from a mask function (tile lookup in the mask's bitmap, AND causal
+for llm), its build time counted. CUDA events; median of 10 (the mask build: median of 3).
+    OUT_DIR=masks WORKLOAD=llm ./spattn_bench_e2e 32768 ...; WORKLOAD=llm python3 bench/e2e_peers.py masks 32768 ...
 """
 import glob
 import os
@@ -23,20 +23,24 @@ def main():
 
     flex = torch.compile(flex_attention)
     H, D = 32, 128
+    video = os.environ.get("WORKLOAD", "llm") == "video"
+    HKV, causal = (32, False) if video else (8, True)
     print(f"{'N':<7} {'peer':<40} {'build ms':>9} {'attn ms':>9} {'total ms':>9}")
     for n in lengths:
         q = torch.randn(1, H, n, D, device="cuda", dtype=torch.bfloat16)
-        k, v = (torch.randn(1, 8, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        ke, ve = k.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
+        k, v = (torch.randn(1, HKV, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        ke, ve = k.repeat_interleave(H // HKV, dim=1), v.repeat_interleave(H // HKV, dim=1)
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            ms = timed(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=True))
+            ms = timed(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal))
         print(f"{n:<7} {'sdpa cudnn dense':<40} {0:9.3f} {ms:9.3f} {ms:9.3f}", flush=True)
         for path in sorted(glob.glob(os.path.join(mask_dir, f"mask_{n}_*.npy"))):
             tq, tk = (int(x) for x in os.path.basename(path).split("_")[2].split("x"))
             bits = torch.from_numpy(np.load(path)).to("cuda").bool()
+            per = H // bits.shape[0]  # a mask per K/V head (BFLA's GQA union) serves its query heads
 
             def mask_mod(b, h, qi, kv):
-                return bits[h, qi // tq, kv // tk] & (qi >= kv)
+                hit = bits[h // per, qi // tq, kv // tk]
+                return hit & (qi >= kv) if causal else hit
 
             # _compile=True: evaluated block by block (the eager form materialises the whole [H, N, N] mask)
             build = lambda: create_block_mask(mask_mod, 1, H, n, n, device="cuda", BLOCK_SIZE=128, _compile=True)

@@ -109,7 +109,9 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
     const conformance::EstimatorOutcome r = conformance::check_estimator(c, "cuda", memory);
     if (!r.not_supported.empty()) {
       reason = r.not_supported.front();
-      CHECK(!std::holds_alternative<sparge::Config>(c.config));  // SpargeAttn covers the whole table
+      // SpargeAttn covers the whole table, FG-Attn every EXACT-semantics case.
+      CHECK(!std::holds_alternative<sparge::Config>(c.config));
+      if (const auto* fg = std::get_if<fg_attn::Config>(&c.config)) CHECK(fg->semantics != fg_attn::Semantics::exact);
       continue;
     }
     ++ran;
@@ -120,28 +122,49 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
   }
   MESSAGE("CUDA estimators: " << ran << " of " << conformance::estimator_cases().size() << " cases ran, " << decisions
                               << " decisions compared" << (reason.empty() ? std::string() : "; not covered: " + reason));
-  CHECK(ran >= 8);
+  CHECK(ran >= 11);
 }
 
 /// sparse_attention() on CUDA tensors runs the device pipeline (mask never on the host between the stages); its
 /// mask equals the reference estimator's and its output the reference executor's over that mask.
 TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals the reference") {
   CudaMemory memory;
+  const auto sparge_of = [](std::int32_t block_q, std::int32_t block_k, float topk) {
+    sparge::Config cfg;
+    cfg.block_q = block_q;
+    cfg.block_k = block_k;
+    cfg.topk = topk;
+    cfg.tau = {0.9f};
+    return cfg;
+  };
+  const auto fg_of = [](std::int32_t tile_q, std::int32_t tile_k, float top_p) {
+    fg_attn::Config cfg;
+    cfg.tile_q = tile_q;
+    cfg.tile_k = tile_k;
+    cfg.top_p = top_p;
+    return cfg;
+  };
   struct Case {
     const char* name;
+    MethodConfig config;
+    WorkloadKind kind;
     std::int64_t hq, hkv, nq, nkv, d;
     bool causal;
     DType dtype;
-    std::int32_t block_q, block_k;
-    float topk;
   };
-  const Case cases[] = {{"GQA 4:1 causal bf16 top-k", 8, 2, 1531, 1531, 128, true, DType::bf16, 128, 64, 0.5f},
-                        {"non-causal f16 TopCdf D=64", 4, 4, 1000, 1000, 64, false, DType::f16, 128, 128, 0.0f},
-                        {"Nq < Nkv causal 64x64", 4, 1, 300, 1100, 128, true, DType::bf16, 64, 64, 0.3f}};
+  const auto llm = WorkloadKind::llm, video = WorkloadKind::video;
+  const Case cases[] = {
+      {"sparge GQA 4:1 causal bf16 top-k", sparge_of(128, 64, 0.5f), llm, 8, 2, 1531, 1531, 128, true, DType::bf16},
+      {"sparge non-causal f16 TopCdf D=64", sparge_of(128, 128, 0.0f), llm, 4, 4, 1000, 1000, 64, false, DType::f16},
+      {"sparge Nq < Nkv causal 64x64", sparge_of(64, 64, 0.3f), llm, 4, 1, 300, 1100, 128, true, DType::bf16},
+      // FG-Attn: 16/32-row query tiles, whose 64-row work items are merged on the device.
+      {"fgattn video 32x32 bf16", fg_of(32, 32, 0.9f), video, 4, 4, 1000, 1000, 128, false, DType::bf16},
+      {"fgattn 16x48 causal GQA f16", fg_of(16, 48, 0.8f), llm, 4, 2, 777, 777, 64, true, DType::f16},
+      {"fgattn 64x16 Nq < Nkv bf16", fg_of(64, 16, 0.7f), video, 2, 1, 333, 1000, 128, false, DType::bf16}};
   for (const Case& c : cases) {
     CAPTURE(c.name);
     WorkloadSpec s;
-    s.kind = WorkloadKind::llm;
+    s.kind = c.kind;
     s.seqlen = c.nkv;
     s.seqlen_q = c.nq;
     s.heads_q = c.hq;
@@ -151,11 +174,7 @@ TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals
     s.seed = test_seed() + 17;
     Workload w = make_workload(s);
     w.problem.causal = c.causal;
-    sparge::Config cfg;
-    cfg.block_q = c.block_q;
-    cfg.block_k = c.block_k;
-    cfg.topk = c.topk;
-    cfg.tau = {0.9f};
+    const MethodConfig& cfg = c.config;
     const TensorView q = memory.upload(w.q), k = memory.upload(w.k), v = memory.upload(w.v);
     HostTensor got(DType::f32, 1, c.hq, c.nq, c.d), want = got;
     const TensorView o = memory.poisoned_like(got);
@@ -180,15 +199,15 @@ TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals
 /// The whole estimate → attend sequence of a Plan captured in a CUDA graph (global capture mode: any allocation,
 /// copy or synchronisation inside would fail the capture) and replayed on fresh inputs written into the same
 /// buffers: each replay's mask and output are the reference's for those inputs.
-TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on new inputs") {
+void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind) {
+  CAPTURE(method_name(cfg));
   WorkloadSpec s;
-  s.kind = WorkloadKind::llm;
+  s.kind = kind;
   s.seqlen = 1200;
   s.heads_q = 4;
   s.heads_kv = 2;
   s.head_dim = 128;
   s.dtype = DType::bf16;
-  sparge::Config cfg;  // defaults: 128 × 64 blocks, top-k 0.5
   s.seed = test_seed() + 1;
   Workload w = make_workload(s);
   cuda::Plan plan(cfg, w.problem);
@@ -232,6 +251,12 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on new inputs") {
+  check_graph_replays(sparge::Config{}, WorkloadKind::llm);  // defaults: 128 × 64 blocks, top-k 0.5
+  fg_attn::Config fg;  // defaults: 32 × 32 tiles (merged 64-row items built on the device), top-p 0.9
+  check_graph_replays(fg, WorkloadKind::video);
 }
 
 // PV-skip on the sm90 kernel. Q and K hold small integers, so every score is an exact integer on both sides

@@ -129,7 +129,8 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.tile_k = dmask.tile_k();
   f.mask_heads = static_cast<int>(dmask.mask_heads());
   f.num_q_tiles = static_cast<int>(dmask.num_q_tiles());
-  f.item_ptr = dmask.item_ptr();
+  f.item_begin = dmask.item_begin();
+  f.item_end = dmask.item_end();
   f.item_tiles = dmask.item_tiles();
   f.item_members = dmask.item_members();
   f.empty_rows = empty_rows;

@@ -1,12 +1,14 @@
 // DeviceTensor and DeviceTileMask (spattn/cuda/backend.hpp): a tensor copy, and a mask in device memory and the executor's work lists over it —
 // the longest-first order of 128-row blocks for the sm90 kernel (built on the device by one kernel, for uploaded
-// and estimated masks alike) and the merged 64-row work items of 16/32-row query tiles for the sm80 kernel.
+// and estimated masks alike) and the merged 64-row work items of 16/32-row query tiles for the sm80 kernel (on the host for an uploaded mask,
+// by a kernel for one an estimator filled).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "device_memory.cuh"
+#include "estimate.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
@@ -36,6 +38,32 @@ __global__ void work_order_kernel(const std::int64_t* row_begin, const std::int6
     for (int j = 0; j < nb; ++j) rank += mask_policy::runs_before<std::int64_t>(kept[j], j, kept[i], i) ? 1 : 0;
     order[first + rank] = bh * blocks + i;
   }
+}
+
+/// One CTA per merged work item (b, mask head, 64-row block) of a mask with 16/32-row tiles: the union of its
+/// per_item member rows' key tiles with a membership byte each (bit m: member m kept the tile), ascending, written
+/// into the item's slot [item · tk, …) and item_end. `bits` (dynamic shared memory) holds tk bytes.
+__global__ void merge_items_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, const std::int32_t* tiles,
+                                   int num_q_tiles, int per_item, int blocks, int tk, std::int64_t* item_end,
+                                   std::int32_t* item_tiles, std::uint8_t* item_members) {
+  extern __shared__ std::uint8_t bits[];
+  __shared__ int scan[256];
+  const std::int64_t item = blockIdx.x, bh = item / blocks, blk = item % blocks, base = item * tk;
+  for (int j = threadIdx.x; j < tk; j += blockDim.x) bits[j] = 0;
+  for (int m = 0; m < per_item; ++m) {
+    __syncthreads();  // one member at a time: a member's tiles are distinct, so its writes do not race
+    const std::int64_t t = blk * per_item + m;
+    if (t >= num_q_tiles) break;
+    const std::int64_t r = bh * num_q_tiles + t;
+    for (std::int64_t e = row_begin[r] + threadIdx.x; e < row_end[r]; e += blockDim.x)
+      bits[tiles[e]] = static_cast<std::uint8_t>(bits[tiles[e]] | (1u << m));
+  }
+  __syncthreads();
+  const int n = detail::compact_kept(bits, tk, scan, [&](int at, int j) {
+    item_tiles[base + at] = j;
+    item_members[base + at] = bits[j];
+  });
+  if (threadIdx.x == 0) item_end[item] = base + n;
 }
 
 }  // namespace
@@ -71,7 +99,30 @@ void DeviceTileMask::allocate_order() {
           "work order: shared memory for this sequence length");
 }
 
+void DeviceTileMask::allocate_items() {
+  if (shape_.tile_q != 16 && shape_.tile_q != 32) return;
+  const std::int64_t blocks = (shape_.seqlen_q + 63) / 64, tk = shape_.num_k_tiles();
+  items_ = shape_.batch * shape_.mask_heads * blocks;
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(items_));
+  for (std::int64_t i = 0; i < items_; ++i) begin[static_cast<std::size_t>(i)] = i * tk;
+  item_begin_ = allocate<std::int64_t>(begin.size());
+  item_end_ = allocate<std::int64_t>(begin.size());
+  if (!begin.empty()) {
+    check(cudaMemcpy(item_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(cudaMemcpy(item_end_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  item_tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(items_ * tk));
+  item_members_ = allocate<std::uint8_t>(static_cast<std::size_t>(items_ * tk));
+}
+
 void DeviceTileMask::build_work_order(CUstream_st* stream) const {
+  if (!csr_ && items_ > 0) {
+    const std::int64_t blocks = (shape_.seqlen_q + 63) / 64;
+    merge_items_kernel<<<static_cast<unsigned>(items_), 256, static_cast<std::size_t>(shape_.num_k_tiles()), stream>>>(
+        row_begin_, row_end_, tiles_, static_cast<int>(shape_.num_q_tiles()), 64 / shape_.tile_q, static_cast<int>(blocks),
+        static_cast<int>(shape_.num_k_tiles()), item_end_, item_tiles_, item_members_);
+    check(cudaGetLastError(), "merged items kernel launch");
+  }
   if (order_ == nullptr || order_size_ == 0) return;
   const auto grid = static_cast<unsigned>(shape_.batch * shape_.mask_heads);
   work_order_kernel<<<grid, 256, static_cast<std::size_t>(order_blocks_) * sizeof(std::int64_t), stream>>>(
@@ -109,10 +160,11 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream) : shap
         }
         ptr.push_back(static_cast<std::int64_t>(keys.size()));
       }
-    item_ptr_ = allocate<std::int64_t>(ptr.size());
+    item_begin_ = allocate<std::int64_t>(ptr.size());
+    item_end_ = item_begin_ + 1;
     item_tiles_ = allocate<std::int32_t>(keys.size());
     item_members_ = allocate<std::uint8_t>(members.size());
-    check(cudaMemcpy(item_ptr_, ptr.data(), ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+    check(cudaMemcpy(item_begin_, ptr.data(), ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
     if (!keys.empty()) {
       check(cudaMemcpy(item_tiles_, keys.data(), keys.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
       check(cudaMemcpy(item_members_, members.data(), members.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
@@ -131,7 +183,6 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream) : shap
 }
 
 DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(false) {
-  if (shape.tile_q % 64 != 0) fail("cuda backend: a mask built on the device needs tile_q a multiple of 64, got ", shape.tile_q);
   const std::int64_t rows = shape.num_rows(), cap = shape.num_k_tiles();
   std::vector<std::int64_t> begin(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) begin[static_cast<std::size_t>(r)] = r * cap;
@@ -141,6 +192,7 @@ DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(fal
   check(cudaMemcpy(row_end_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(rows * cap));
   allocate_order();
+  allocate_items();
 }
 
 TileMask DeviceTileMask::download(CUstream_st* stream) const {
@@ -178,7 +230,8 @@ DeviceTileMask::~DeviceTileMask() {
   cudaFree(row_begin_);
   if (!csr_) cudaFree(row_end_);
   cudaFree(tiles_);
-  cudaFree(item_ptr_);
+  cudaFree(item_begin_);
+  if (!csr_) cudaFree(item_end_);
   cudaFree(item_tiles_);
   cudaFree(item_members_);
   cudaFree(order_);

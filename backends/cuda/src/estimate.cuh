@@ -7,8 +7,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "spattn/methods/sparge.hpp"
+#include "spattn/pooling.hpp"
 #include "spattn/topcdf.hpp"
 
 namespace spattn::cuda::detail {
@@ -59,6 +62,48 @@ __device__ void stage_rows(const Rows<T>& x, int b, int h, std::int64_t first, i
 #pragma unroll
       for (int i = 0; i < 8; ++i) put(p / per_row, (p % per_row) * 8 + i, to_float(e[i]));
     }
+  }
+}
+
+/// Block pooling (SpargeAttn's blocks, FG-Attn's tiles): block j (blockIdx.x) of (batch, head) blockIdx.y, its rows
+/// (minus `centre` when given) staged as fp32 with row stride d + 1; the block mean (pooling.hpp's column_mean, one
+/// thread per column) into mean[(bh·slots + j)·d + c]; with `sim`, also SpargeAttn's self-similarity (row norms in
+/// parallel, column sums in parallel, the final sum by one thread: the core's three steps). Dynamic shared memory:
+/// pool_bytes(block, d).
+inline std::size_t pool_bytes(int block, std::int64_t d) {
+  return static_cast<std::size_t>(block * (d + 1) + block + d) * sizeof(float);
+}
+template <class T>
+__global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int block, int d, int slots,
+                            const float* centre, float* mean, float* sim) {
+  extern __shared__ float stage[];
+  const int j = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / heads, h = bh % heads;
+  const std::int64_t n = is_q ? seqs.len_q(b) : seqs.len_kv(b), first = static_cast<std::int64_t>(j) * block;
+  if (first >= n) return;
+  const int rows = static_cast<int>(n - first < block ? n - first : block), ld = d + 1;
+  float* inv = stage + rows * ld;
+  float* u = inv + rows;
+  const float* mu = centre ? centre + static_cast<std::int64_t>(bh) * d : nullptr;
+  stage_rows(x, b, h, first, rows, d, [&](int r, int c, float v) { stage[r * ld + c] = mu ? v - mu[c] : v; });  // subtract_mean's op
+  __syncthreads();
+  const std::int64_t at = static_cast<std::int64_t>(bh) * slots + j;
+  if (sim == nullptr) {
+    for (int c = threadIdx.x; c < d; c += blockDim.x)
+      mean[at * d + c] = column_mean([&](std::int64_t r) { return stage[r * ld + c]; }, rows);
+    return;
+  }
+  const auto value = [&](std::int64_t r, std::int64_t c) { return stage[r * ld + c]; };
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) inv[r] = sparge::row_inv_norm(value, r, d);
+  __syncthreads();
+  for (int c = threadIdx.x; c < d; c += blockDim.x) {
+    mean[at * d + c] = column_mean([&](std::int64_t r) { return stage[r * ld + c]; }, rows);
+    u[c] = sparge::unit_sum(value, inv, rows, c);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int nonzero = 0;
+    for (int r = 0; r < rows; ++r) nonzero += inv[r] >= 0.0f ? 1 : 0;
+    sim[at] = sparge::similarity_of(u, nonzero, d);
   }
 }
 
@@ -115,9 +160,10 @@ __device__ inline int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, fl
   return c;
 }
 
-/// Writes the indices j < n with keep[j] != 0, ascending, to out; returns their count (to every thread).
-/// `scan` holds blockDim.x ints.
-__device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* out, int* scan) {
+/// Calls emit(at, j) for the indices j < n with keep[j] != 0, at = 0, 1, … in ascending j; returns their count (to
+/// every thread). `scan` holds blockDim.x ints.
+template <class Emit>
+__device__ int compact_kept(const std::uint8_t* keep, int n, int* scan, Emit emit) {
   const int per = (n + blockDim.x - 1) / blockDim.x, first = threadIdx.x * per;
   const int last = first + per < n ? first + per : n;
   int mine = 0;
@@ -133,10 +179,15 @@ __device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* 
   }
   int at = scan[threadIdx.x] - mine;
   for (int j = first; j < last; ++j)
-    if (keep[j]) out[at++] = j;
+    if (keep[j]) emit(at++, j);
   const int total = scan[blockDim.x - 1];
   __syncthreads();
   return total;
+}
+
+/// Writes the indices j < n with keep[j] != 0, ascending, to out; returns their count (to every thread).
+__device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* out, int* scan) {
+  return compact_kept(keep, n, scan, [&](int at, int j) { out[at] = j; });
 }
 
 }  // namespace spattn::cuda::detail

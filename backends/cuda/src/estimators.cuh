@@ -69,5 +69,8 @@ class ExecutorState {
 std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& config, const Problem& problem);
 std::unique_ptr<DeviceEstimator> make_sparge_estimator(const sparge::Config& config, const Problem& problem,
                                                        const std::int64_t* cu_q, const std::int64_t* cu_kv);
+std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& config, const Problem& problem);
+std::unique_ptr<DeviceEstimator> make_fg_attn_estimator(const fg_attn::Config& config, const Problem& problem,
+                                                        const std::int64_t* cu_q, const std::int64_t* cu_kv);
 
 }  // namespace spattn::cuda

@@ -48,7 +48,8 @@ struct FlashParams {
   int tile_q, tile_k, mask_heads, num_q_tiles;
   // Merged work items (mask tile_q of 16 or 32): per (b, mask head, 64-row block) the union of its member
   // tiles' key tiles and a membership byte per union tile (bit m: member tile m kept it). Null otherwise.
-  const std::int64_t* item_ptr;
+  const std::int64_t* item_begin;  ///< item i lists item_tiles[item_begin[i] .. item_end[i])
+  const std::int64_t* item_end;
   const std::int32_t* item_tiles;
   const std::uint8_t* item_members;
   int* empty_rows;  // device counter

@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   int count;
   if constexpr (kMerged) {
     const std::int64_t item = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * gridDim.x + blockIdx.x;
-    tiles = p.item_tiles + p.item_ptr[item];
-    members = p.item_members + p.item_ptr[item];
-    count = static_cast<int>(p.item_ptr[item + 1] - p.item_ptr[item]);
+    tiles = p.item_tiles + p.item_begin[item];
+    members = p.item_members + p.item_begin[item];
+    count = static_cast<int>(p.item_end[item] - p.item_begin[item]);
   } else {
     const std::int64_t mrow = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * p.num_q_tiles + row0 / p.tile_q;
     tiles = p.tiles + p.row_begin[mrow];
@@ -277,7 +277,7 @@ void launch(const FlashParams& params, cudaStream_t stream) {
 /// 64-row CTAs otherwise.
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
-  if (params.item_ptr != nullptr) launch<T, D, 1, true>(params, stream);
+  if (params.item_begin != nullptr) launch<T, D, 1, true>(params, stream);
   else if (params.tile_q % 128 == 0) launch<T, D, 2, false>(params, stream);
   else launch<T, D, 1, false>(params, stream);
 }

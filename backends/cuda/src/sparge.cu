@@ -68,39 +68,6 @@ __global__ void key_mean_kernel(const float* partial, Seqs seqs, int heads_kv, i
         sequence_mean([&](std::int64_t t) { return partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c]; }, n);
 }
 
-/// Block j of (batch, head) blockIdx.y: its rows (minus `centre` when given) staged as fp32 with row stride d + 1,
-/// then the block mean (one thread per column) and the self-similarity (row norms in parallel, column sums in
-/// parallel, the final sum by one thread: the core's three steps).
-template <class T>
-__global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int block, int d, int slots,
-                            const float* centre, float* mean, float* sim) {
-  extern __shared__ float stage[];
-  const int j = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / heads, h = bh % heads;
-  const std::int64_t n = is_q ? seqs.len_q(b) : seqs.len_kv(b), first = static_cast<std::int64_t>(j) * block;
-  if (first >= n) return;
-  const int rows = static_cast<int>(n - first < block ? n - first : block), ld = d + 1;
-  float* inv = stage + rows * ld;
-  float* u = inv + rows;
-  const float* mu = centre ? centre + static_cast<std::int64_t>(bh) * d : nullptr;
-  detail::stage_rows(x, b, h, first, rows, d,
-                     [&](int r, int c, float v) { stage[r * ld + c] = mu ? v - mu[c] : v; });  // subtract_mean's op
-  __syncthreads();
-  const auto value = [&](std::int64_t r, std::int64_t c) { return stage[r * ld + c]; };
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) inv[r] = sparge::row_inv_norm(value, r, d);
-  __syncthreads();
-  const std::int64_t at = static_cast<std::int64_t>(bh) * slots + j;
-  for (int c = threadIdx.x; c < d; c += blockDim.x) {
-    mean[at * d + c] = column_mean([&](std::int64_t r) { return stage[r * ld + c]; }, rows);
-    u[c] = sparge::unit_sum(value, inv, rows, c);
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int nonzero = 0;
-    for (int r = 0; r < rows; ++r) nonzero += inv[r] >= 0.0f ? 1 : 0;
-    sim[at] = sparge::similarity_of(u, nonzero, d);
-  }
-}
-
 struct SelectArgs {
   Seqs seqs;
   int heads_q, heads_kv, d, block_q, block_k, tq, tk, sort_keys;
@@ -207,7 +174,6 @@ int pow2_at_least(std::int64_t n) {
   return p;
 }
 std::size_t chunk_bytes(std::int64_t d) { return static_cast<std::size_t>(kStageRows * d) * sizeof(float); }
-std::size_t pool_bytes(int block, std::int64_t d) { return static_cast<std::size_t>(block * (d + 1) + block + d) * sizeof(float); }
 std::size_t select_bytes(int keys, std::int64_t d) {
   return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1) + static_cast<std::size_t>(d) * sizeof(float);
 }
@@ -260,8 +226,8 @@ class SpargeEstimator final : public DeviceEstimator {
   template <class T>
   void set_limits() {
     const std::int64_t d = p_.head_dim;
-    check(cudaFuncSetAttribute(pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(pool_bytes(std::max(c_.block_q, c_.block_k), d))),
+    check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(detail::pool_bytes(std::max(c_.block_q, c_.block_k), d))),
           "shared memory");
     check(cudaFuncSetAttribute(key_chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(chunk_bytes(d))),
@@ -280,9 +246,9 @@ class SpargeEstimator final : public DeviceEstimator {
     const auto bq = static_cast<unsigned>(p_.batch);
     key_chunk_sum_kernel<T><<<dim3(chunks_, bq * hkv), d, chunk_bytes(d), stream>>>(kr, seqs_, hkv, d, chunks_, k_partial_.ptr);
     key_mean_kernel<<<bq * hkv, 128, 0, stream>>>(k_partial_.ptr, seqs_, hkv, d, chunks_, k_mu_.ptr);
-    pool_kernel<T><<<dim3(tk, bq * hkv), kPoolThreads, pool_bytes(c_.block_k, d), stream>>>(
+    detail::pool_kernel<T><<<dim3(tk, bq * hkv), kPoolThreads, detail::pool_bytes(c_.block_k, d), stream>>>(
         kr, seqs_, false, hkv, c_.block_k, d, tk, k_mu_.ptr, k_mean_.ptr, k_sim_.ptr);
-    pool_kernel<T><<<dim3(tq, bq * hq), kPoolThreads, pool_bytes(c_.block_q, d), stream>>>(
+    detail::pool_kernel<T><<<dim3(tq, bq * hq), kPoolThreads, detail::pool_bytes(c_.block_q, d), stream>>>(
         qr, seqs_, true, hq, c_.block_q, d, tq, nullptr, q_mean_.ptr, q_sim_.ptr);
     SelectArgs a{};
     a.seqs = seqs_;
@@ -332,7 +298,7 @@ std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& c, c
   if (p.head_dim > 1024) why.push_back("the CUDA SpargeAttn estimator takes head_dim <= 1024");
   if (pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > kMaxSortKeys)
     why.push_back("the CUDA SpargeAttn estimator sorts at most 16384 key blocks per row (longer sequences: a larger block_k)");
-  if (pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > kMaxSharedBytes ||
+  if (detail::pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > kMaxSharedBytes ||
       select_bytes(pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > kMaxSharedBytes)
     why.push_back("the CUDA SpargeAttn estimator's blocks (block × head_dim) do not fit in shared memory");
   if (p.batch * p.heads_q > 65535) why.push_back("the CUDA SpargeAttn estimator takes at most 65535 (batch, head) pairs");

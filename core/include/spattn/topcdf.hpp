@@ -34,35 +34,40 @@ SPATTN_INLINE float selection_weight(float x, float max) { return exp2_det(x - m
 /// lower index. Also the order of every top-k rule (SpargeAttn's top-k, BFLA's top-k floor).
 SPATTN_INLINE bool selection_before(float pa, int a, float pb, int b) { return pa > pb || (pa == pb && a < b); }
 
+/// Step 6: keep clamped to [min(min_keep, n_valid), n_valid].
+SPATTN_INLINE int clamp_keep(int keep, int n_valid, int min_keep) {
+  const int floor = min_keep < n_valid ? min_keep : n_valid;
+  return keep < floor ? floor : keep;
+}
 /// Steps 2, 4-6 on values already in selection order (descending, ties by index), n_valid of them: the
 /// number of entries kept. Host and device: a GPU that sorts its own way calls this for the cut.
 SPATTN_INLINE int top_cdf_count(const float* sorted, int n_valid, float tau, int min_keep,
                                 bool include_crossing) {
   if (n_valid <= 0) return 0;
   if (tau >= 1.0f) return n_valid;
+  // Entries are read kBatch at a time ahead of the sums (one thread of a GPU then waits for one load per batch,
+  // not per entry); the sums are the sequential ones, entry by entry, in order.
+  constexpr int kBatch = 8;
   float total = 0.0f;
-  for (int t = 0; t < n_valid; ++t) total += sorted[t];
+  for (int t0 = 0; t0 < n_valid; t0 += kBatch) {
+    float v[kBatch];
+    for (int u = 0; u < kBatch; ++u) v[u] = t0 + u < n_valid ? sorted[t0 + u] : 0.0f;
+    for (int u = 0; u < kBatch; ++u)
+      if (t0 + u < n_valid) total += v[u];
+  }
   const float limit = tau * total;
   float c = 0.0f;
-  int keep = 0;
-  if (include_crossing) {
-    keep = n_valid;
-    for (int t = 0; t < n_valid; ++t) {
-      c += sorted[t];
-      if (c >= limit) {
-        keep = t + 1;
-        break;
-      }
-    }
-  } else {
-    for (int t = 0; t < n_valid; ++t) {
-      c += sorted[t];
-      if (c <= limit) keep = t + 1;
-      else break;  // c is non-decreasing (entries are >= 0): no later prefix qualifies
+  for (int t0 = 0; t0 < n_valid; t0 += kBatch) {
+    float v[kBatch];
+    for (int u = 0; u < kBatch; ++u) v[u] = t0 + u < n_valid ? sorted[t0 + u] : 0.0f;
+    for (int u = 0; u < kBatch && t0 + u < n_valid; ++u) {
+      c += v[u];
+      // Crossing included: the first prefix at or past the limit is kept; excluded: the prefix before the first
+      // one past it (c is non-decreasing, entries are >= 0: no later prefix qualifies).
+      if (include_crossing ? c >= limit : !(c <= limit)) return clamp_keep(include_crossing ? t0 + u + 1 : t0 + u, n_valid, min_keep);
     }
   }
-  const int floor = min_keep < n_valid ? min_keep : n_valid;
-  return keep < floor ? floor : keep;
+  return clamp_keep(n_valid, n_valid, min_keep);  // no prefix reached the limit: every entry
 }
 
 /// Selects entries of p[0..n); writes keep[i] = 1 for kept entries, 0 otherwise, and returns their count.

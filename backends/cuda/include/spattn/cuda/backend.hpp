@@ -20,8 +20,8 @@ class DeviceTileMask {
   explicit DeviceTileMask(const TileMask& mask, CUstream_st* stream = nullptr);
   /// Storage for a mask of `shape` whose rows an estimator fills on the device: each row holds up to
   /// num_k_tiles() tiles, row_begin()[r] = r · num_k_tiles() (written here); the estimator writes the tiles and
-  /// row_end, then calls build_work_order(stream). tile_q must be a multiple of 64 (merged work items of
-  /// 16/32-row tiles are built on the host only).
+  /// row_end, then calls build_work_order(stream), which also builds the merged work items of 16/32-row tiles
+  /// (fixed capacity num_k_tiles() per item). Any tile_q is stored; the executor runs 16, 32 and multiples of 64.
   explicit DeviceTileMask(const MaskShape& shape);
   ~DeviceTileMask();
   DeviceTileMask(const DeviceTileMask&) = delete;
@@ -38,9 +38,11 @@ class DeviceTileMask {
   std::int64_t* row_end() { return row_end_; }
   std::int32_t* tiles() { return tiles_; }
   /// Merged work items for query tiles of 16 or 32 rows (null otherwise): 64 / tile_q consecutive query tiles
-  /// per item, the union of their kept key tiles and a membership byte per union tile (FlashParams::item_ptr;
-  /// built in the constructor, backend.cu; read by flash_sm80_kernel's kMerged path, flash_sm80.cu).
-  const std::int64_t* item_ptr() const { return item_ptr_; }
+  /// per item, the union of their kept key tiles and a membership byte per union tile (bit m: member m kept it);
+  /// item i lists item_tiles()[item_begin()[i] .. item_end()[i]). Built on the host for an uploaded mask (CSR),
+  /// by build_work_order() on the device for an estimated one; read by flash_sm80_kernel's kMerged path.
+  const std::int64_t* item_begin() const { return item_begin_; }
+  const std::int64_t* item_end() const { return item_end_; }
   const std::int32_t* item_tiles() const { return item_tiles_; }
   const std::uint8_t* item_members() const { return item_members_; }
   /// For tile_q a multiple of 128 (null otherwise): the mask's 128-row blocks (b, mask head, block) encoded
@@ -49,8 +51,8 @@ class DeviceTileMask {
   const std::int32_t* order() const { return order_; }
   int order_size() const { return order_size_; }
   int order_blocks() const { return order_blocks_; }
-  /// Builds order() from the rows on `stream` (a kernel: no host synchronisation, graph-capturable). No-op when
-  /// tile_q is not a multiple of 128.
+  /// Builds order() (tile_q a multiple of 128) and, for a mask estimated on the device with 16/32-row tiles, the
+  /// merged items from the rows on `stream` (kernels: no host synchronisation, graph-capturable).
   void build_work_order(CUstream_st* stream) const;
   /// The mask on the host (waits for `stream`).
   TileMask download(CUstream_st* stream = nullptr) const;
@@ -59,6 +61,7 @@ class DeviceTileMask {
 
  private:
   void allocate_order();
+  void allocate_items();
   template <class T>
   T* allocate(std::size_t n);
   MaskShape shape_;
@@ -66,7 +69,9 @@ class DeviceTileMask {
   std::int64_t* row_end_ = nullptr;  ///< row_begin_ + 1 for an uploaded CSR mask (not owned then)
   bool csr_ = true;
   std::int32_t* tiles_ = nullptr;
-  std::int64_t* item_ptr_ = nullptr;
+  std::int64_t* item_begin_ = nullptr;
+  std::int64_t* item_end_ = nullptr;  ///< item_begin_ + 1 for an uploaded mask (CSR; not owned then)
+  std::int64_t items_ = 0;
   std::int32_t* item_tiles_ = nullptr;
   std::uint8_t* item_members_ = nullptr;
   std::int32_t* order_ = nullptr;

@@ -1,0 +1,282 @@
+// FG-Attn's estimator on the GPU (research/fgattn.md §2; the rules: spattn/methods/fg_attn.hpp), with the
+// reference's bits: tile means in pooling.hpp's order, pooled logits by fg_attn::pooled_logit (the core's sequential
+// fma chain), the tail weight, exp2_det weights and top_cdf_count on the sorted row; this file is compiled with
+// --fmad=false. Three kernels, all on the caller's stream:
+//   1. pool (twice): the mean of every M-row query tile and N-row key tile (one CTA per tile, one thread per column);
+//   2. logits: one CTA per 32 query tiles of a (batch, query head); key-tile means staged 128 at a time in shared
+//      memory, each thread 4 × 4 sequential dot products per stage in lockstep (dot_sequential_block: the same bits);
+//      the logits of the reachable tiles to a workspace;
+//   3. select: one CTA per (batch, query head, query tile): the finite check and row max, the dense fallback, the
+//      selection order as a bitonic sort of (weight, index) keys and TopCdf with the crossing tile included; the kept
+//      tiles are written ascending into the row's slot of the DeviceTileMask, whose build_work_order() then merges
+//      16/32-row tiles into the executor's 64-row items on the device.
+// Workspace (allocated once per shape): tile means [B·Hq·Tq·D] and [B·Hkv·Tk·D] and the logits [B·Hq·Tq·Tk] (fp32).
+// EXACT semantics only: UNION needs the merge plan (the greedy XOR groups), which is built on the host.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "device_memory.cuh"
+#include "estimate.cuh"
+#include "estimators.cuh"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/fg_attn.hpp"
+#include "spattn/topcdf.hpp"
+
+namespace spattn::cuda {
+namespace {
+
+using detail::check;
+using detail::DeviceArray;
+using detail::Rows;
+using detail::Seqs;
+
+constexpr int kPoolThreads = 128, kThreads = 256, kSelectThreads = 128;
+// Logits kernel: 32 query tiles × 128 key tiles per stage; each thread 4 × 4 of them.
+constexpr int kBlockRows = 4, kBlockKeys = 4;
+constexpr int kRowsPerCta = kThreads / 32 * kBlockRows, kKeysPerStage = 32 * kBlockKeys;
+constexpr int kMaxSortKeys = 16384;
+constexpr int kMaxSharedBytes = 227 * 1024;
+
+struct LogitArgs {
+  Seqs seqs;
+  int heads_q, heads_kv, d, tile_q, tile_k, tq, tk;
+  float scale_log2;
+  bool size_weighted_tail;
+  const float *q_mean, *k_mean;
+  float* logits;  ///< [B·Hq·Tq·Tk]; entry (row, j) written for the row's reachable j only
+};
+
+/// Thread (row group g = tid / 32, lane) forms the 4 × 4 logits of query tiles i0 + 4g … i0 + 4g + 3 and key tiles
+/// j0 + lane + 32u (u < 4) of each stage: dot_sequential_block's chains (dot_sequential's bits), their loads shared.
+__global__ void __launch_bounds__(kThreads) logits_kernel(LogitArgs a) {
+  extern __shared__ float smem[];
+  float* qs = smem;                        // kRowsPerCta × d
+  float* ks = qs + kRowsPerCta * a.d;      // kKeysPerStage × (d + 1): lanes read rows d + 1 apart (no bank conflict)
+  const int ld = a.d + 1;
+  const int bh = static_cast<int>(blockIdx.y), b = bh / a.heads_q, h = bh % a.heads_q;
+  const int hkv = h / (a.heads_q / a.heads_kv), i0 = static_cast<int>(blockIdx.x) * kRowsPerCta;
+  const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
+  const std::int64_t left = (nq + a.tile_q - 1) / a.tile_q - i0;
+  const int rows = static_cast<int>(left < kRowsPerCta ? left : kRowsPerCta);
+  if (rows <= 0) return;
+  for (int e = threadIdx.x; e < kRowsPerCta * a.d; e += blockDim.x)  // rows past the sequence: zeros, not written
+    qs[e] = e < rows * a.d ? a.q_mean[(static_cast<std::int64_t>(bh) * a.tq + i0) * a.d + e] : 0.0f;
+  // Reachable key tiles grow with the query tile: the CTA's last row reaches furthest.
+  const auto reach_of = [&](int i) {
+    return static_cast<int>(mask_policy::reachable_tiles<std::int64_t>(i, a.tile_q, a.tile_k, nq, nkv, a.seqs.causal));
+  };
+  const int reach_max = reach_of(i0 + rows - 1);
+  const int g = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int reach[kBlockRows];
+  for (int r = 0; r < kBlockRows; ++r) reach[r] = g * kBlockRows + r < rows ? reach_of(i0 + g * kBlockRows + r) : 0;
+  const float tail_weight = fg_attn::tail_weight(nkv, a.tile_k, a.size_weighted_tail);
+  const float* kbase = a.k_mean + (static_cast<std::int64_t>(b) * a.heads_kv + hkv) * a.tk * a.d;
+  float* out = a.logits + (static_cast<std::int64_t>(bh) * a.tq + i0 + g * kBlockRows) * a.tk;
+  for (int j0 = 0; j0 < reach_max; j0 += kKeysPerStage) {
+    const int stage = reach_max - j0 < kKeysPerStage ? reach_max - j0 : kKeysPerStage;
+    __syncthreads();
+    const float4* src = reinterpret_cast<const float4*>(kbase + static_cast<std::int64_t>(j0) * a.d);
+    const int quads = a.d / 4;
+    for (int e = threadIdx.x; e < stage * quads; e += blockDim.x) {  // 16-byte loads (d % 8 == 0)
+      const float4 v = src[e];
+      float* dst = ks + (e / quads) * ld + (e % quads) * 4;
+      dst[0] = v.x, dst[1] = v.y, dst[2] = v.z, dst[3] = v.w;
+    }
+    __syncthreads();
+    if (lane >= stage) continue;  // key tiles lane + 32u past the stage are past every row's reach
+    float dots[kBlockRows][kBlockKeys];
+    dot_sequential_block<kBlockRows, kBlockKeys>(qs + g * kBlockRows * a.d, a.d, ks + lane * ld, 32 * ld, a.d, dots);
+#pragma unroll
+    for (int r = 0; r < kBlockRows; ++r)
+#pragma unroll
+      for (int u = 0; u < kBlockKeys; ++u) {
+        const int j = j0 + lane + 32 * u;
+        if (j >= reach[r]) continue;
+        float x = fg_attn::logit_of(dots[r][u], a.scale_log2);
+        if (fg_attn::is_tail_tile(j, nkv, a.tile_k)) x += tail_weight;
+        out[static_cast<std::int64_t>(r) * a.tk + j] = x;
+      }
+  }
+}
+
+struct SelectArgs {
+  Seqs seqs;
+  int heads_q, tile_q, tile_k, tq, tk, sort_keys;
+  float top_p;
+  const float* logits;
+  std::int64_t* row_end;
+  std::int32_t* tiles;
+};
+
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
+  extern __shared__ std::uint64_t dyn[];
+  __shared__ float fscratch[32];
+  __shared__ int iscratch[32];
+  __shared__ int scan[kSelectThreads];
+  __shared__ int cut;
+  std::uint64_t* keys = dyn;                                    // sort_keys
+  float* sorted = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys
+  auto* keep = reinterpret_cast<std::uint8_t*>(sorted + a.sort_keys);
+  const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / a.heads_q;
+  const std::int64_t row = static_cast<std::int64_t>(bh) * a.tq + i, slot = row * a.tk;
+  const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
+  const int reach = static_cast<int>(mask_policy::reachable_tiles<std::int64_t>(i, a.tile_q, a.tile_k, nq, nkv, a.seqs.causal));
+  if (reach == 0) {  // past the sequence's end, or no key
+    if (threadIdx.x == 0) a.row_end[row] = slot;
+    return;
+  }
+  const float* x = a.logits + slot;
+  float m = -INFINITY;
+  int finite = 1;
+  for (int j = threadIdx.x; j < reach; j += blockDim.x) {
+    finite &= isfinite(x[j]) ? 1 : 0;
+    m = fmaxf(m, x[j]);
+  }
+  m = detail::block_reduce(m, [](float u, float v) { return fmaxf(u, v); }, fscratch);
+  finite = detail::block_reduce(finite, [](int u, int v) { return u & v; }, iscratch);
+  if (fg_attn::keep_all_tiles(finite != 0, a.top_p)) {  // dense fallback (NaN/Inf inputs) or p >= 1
+    for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] = 1;
+  } else {
+    for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x) {
+      keys[j] = j < reach ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
+      if (j < reach) keep[j] = 0;
+    }
+    const int kept = detail::top_cdf_sorted(keys, a.sort_keys, reach, a.top_p, 1, true, sorted, &cut);
+    for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
+  }
+  __syncthreads();
+  const int count = detail::write_kept(keep, reach, a.tiles + slot, scan);
+  if (threadIdx.x == 0) a.row_end[row] = slot + count;
+}
+
+int pow2_at_least(std::int64_t n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+std::size_t logits_bytes(std::int64_t d) {
+  return static_cast<std::size_t>(kRowsPerCta * d + kKeysPerStage * (d + 1)) * sizeof(float);
+}
+std::size_t select_bytes(int keys) { return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1); }
+
+class FgAttnEstimator final : public DeviceEstimator {
+ public:
+  FgAttnEstimator(const fg_attn::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv)
+      : c_(c), p_(p), shape_(MaskShape::of(p, c.tile_q, c.tile_k)) {
+    seqs_.batch = static_cast<int>(p.batch);
+    seqs_.nq = p.seqlen_q;
+    seqs_.nkv = p.seqlen_kv;
+    seqs_.cu_q = cu_q;
+    seqs_.cu_kv = cu_kv;
+    seqs_.causal = p.causal;
+    const std::int64_t d = p.head_dim, tq = shape_.num_q_tiles(), tk = shape_.num_k_tiles();
+    q_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
+    k_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
+    logits_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * tk));
+    sort_keys_ = pow2_at_least(std::max<std::int64_t>(tk, 1));
+    if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
+    else set_limits<__half>();
+  }
+
+  MaskShape shape() const override { return shape_; }
+  std::size_t workspace_bytes() const override { return q_mean_.bytes() + k_mean_.bytes() + logits_.bytes(); }
+
+  void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
+    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
+    else launch<__half>(q, k, mask, stream);
+  }
+
+ private:
+  template <class T>
+  void set_limits() {
+    check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(detail::pool_bytes(std::max(c_.tile_q, c_.tile_k), p_.head_dim))),
+          "shared memory");
+    check(cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(logits_bytes(p_.head_dim))),
+          "shared memory");
+    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(select_bytes(sort_keys_))),
+          "shared memory");
+  }
+
+  template <class T>
+  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) {
+    const int d = static_cast<int>(p_.head_dim), hq = static_cast<int>(p_.heads_q), hkv = static_cast<int>(p_.heads_kv);
+    const int tq = static_cast<int>(shape_.num_q_tiles()), tk = static_cast<int>(shape_.num_k_tiles());
+    const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, seqs_.cu_q};
+    const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, seqs_.cu_kv};
+    const auto bq = static_cast<unsigned>(p_.batch);
+    if (tq == 0) return;
+    if (tk > 0)
+      detail::pool_kernel<T><<<dim3(tk, bq * hkv), kPoolThreads, detail::pool_bytes(c_.tile_k, d), stream>>>(
+          kr, seqs_, false, hkv, c_.tile_k, d, tk, nullptr, k_mean_.ptr, nullptr);
+    detail::pool_kernel<T><<<dim3(tq, bq * hq), kPoolThreads, detail::pool_bytes(c_.tile_q, d), stream>>>(
+        qr, seqs_, true, hq, c_.tile_q, d, tq, nullptr, q_mean_.ptr, nullptr);
+    LogitArgs l{};
+    l.seqs = seqs_;
+    l.heads_q = hq;
+    l.heads_kv = hkv;
+    l.d = d;
+    l.tile_q = c_.tile_q;
+    l.tile_k = c_.tile_k;
+    l.tq = tq;
+    l.tk = tk;
+    l.scale_log2 = scale_log2(p_.softmax_scale());
+    l.size_weighted_tail = c_.size_weighted_tail;
+    l.q_mean = q_mean_.ptr;
+    l.k_mean = k_mean_.ptr;
+    l.logits = logits_.ptr;
+    logits_kernel<<<dim3((tq + kRowsPerCta - 1) / kRowsPerCta, bq * hq), kThreads, logits_bytes(d), stream>>>(l);
+    SelectArgs s{};
+    s.seqs = seqs_;
+    s.heads_q = hq;
+    s.tile_q = c_.tile_q;
+    s.tile_k = c_.tile_k;
+    s.tq = tq;
+    s.tk = tk;
+    s.sort_keys = sort_keys_;
+    s.top_p = c_.top_p;
+    s.logits = logits_.ptr;
+    s.row_end = mask.row_end();
+    s.tiles = mask.tiles();
+    select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_), stream>>>(s);
+    check(cudaGetLastError(), "kernel launch");
+    mask.build_work_order(stream);
+  }
+
+  fg_attn::Config c_;
+  Problem p_;
+  MaskShape shape_;
+  Seqs seqs_;
+  int sort_keys_ = 1;
+  DeviceArray<float> q_mean_, k_mean_, logits_;
+};
+
+}  // namespace
+
+std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c, const Problem& p) {
+  std::vector<std::string> why;
+  const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
+  if (c.semantics != fg_attn::Semantics::exact)
+    why.push_back("the CUDA FG-Attn estimator builds EXACT-semantics masks only (UNION needs the merge plan, built on the host)");
+  if (p.head_dim % 8 != 0) why.push_back("the CUDA FG-Attn estimator needs head_dim a multiple of 8");
+  if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
+  const int keys = pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));
+  if (keys > kMaxSortKeys)
+    why.push_back("the CUDA FG-Attn estimator sorts at most 16384 key tiles per row (longer sequences: a larger tile_k)");
+  if (detail::pool_bytes(std::max(c.tile_q, c.tile_k), p.head_dim) > kMaxSharedBytes ||
+      logits_bytes(p.head_dim) > kMaxSharedBytes || select_bytes(keys) > kMaxSharedBytes)
+    why.push_back("the CUDA FG-Attn estimator's tiles (tile × head_dim) do not fit in shared memory");
+  if (p.batch * p.heads_q > 65535) why.push_back("the CUDA FG-Attn estimator takes at most 65535 (batch, head) pairs");
+  return why;
+}
+
+std::unique_ptr<DeviceEstimator> make_fg_attn_estimator(const fg_attn::Config& c, const Problem& p,
+                                                        const std::int64_t* cu_q, const std::int64_t* cu_kv) {
+  return std::make_unique<FgAttnEstimator>(c, p, cu_q, cu_kv);
+}
+
+}  // namespace spattn::cuda
