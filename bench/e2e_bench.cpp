@@ -1,9 +1,10 @@
-// End to end on the GPU (issue 14): SpargeAttn's device estimator + the CUDA executor through cuda::Plan, against
+// End to end on the GPU (issue 14): SpargeAttn's and BFLA's device estimators + the CUDA executor through cuda::Plan, against
 // spattn's own dense CUDA attention on the same inputs (and cuDNN / FlexAttention in bench/e2e_peers.py, same
 // session). llm workload, causal bf16, B = 1, Hq = 32, Hkv = 8, D = 128. CUDA events, 3 warm-ups, median of 10.
 // Per config: mask density (kept / reachable tiles), estimate / attend / estimate+attend times, relative L1 error
-// of the output against dense attention, device workspace. Writes each mask's 128 × 64 block bitmap
-// [Hq, Tq, Tk] as OUT_DIR/mask_<N>_<name>.npy (if OUT_DIR is set) for the FlexAttention peer.
+// of the output against dense attention, device workspace. Writes each mask's tile bitmap [mask heads, Tq, Tk]
+// (Hq for SpargeAttn, Hkv for BFLA's per-KV-head masks) as OUT_DIR/mask_<N>_<tile_q>x<tile_k>_<name>.npy (if OUT_DIR
+// is set) for the FlexAttention peer. BFLA's speed target: the estimate ≤ 12 ms at N = 128K (b 256, g 64).
 //   ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
 
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
                 "-", "-", dense_ms, dense_ms, "1.00", "0", "-");
     struct Arm {
       const char* name;
-      sparge::Config config;
+      MethodConfig config;
     };
     std::vector<Arm> arms;
     arms.push_back({"sparge top-k 0.5", sparge::Config{}});
@@ -123,6 +124,10 @@ int main(int argc, char** argv) {
     hop.block_q = 128;
     hop.block_k = 128;
     arms.push_back({"sparge 128x128 top-k .25", hop});
+    arms.push_back({"bfla b256 g64 0.99", bfla::Config{}});  // the paper's defaults
+    bfla::Config bf95;
+    bf95.gamma = 0.95f;
+    arms.push_back({"bfla b256 g64 0.95", bf95});
     for (const Arm& arm : arms) {
       cuda::Plan plan(arm.config, p);
       const float est = median_ms([&] { plan.estimate(q, k); });
@@ -142,7 +147,7 @@ int main(int argc, char** argv) {
         const std::vector<std::uint8_t> bits = mask.to_bitmap();
         write_npy(std::string(out_dir) + "/mask_" + std::to_string(n) + "_" + std::to_string(mask.shape.tile_q) + "x" +
                       std::to_string(mask.shape.tile_k) + "_" + name + ".npy",
-                  NpyArray::from_vector(bits, {32, mask.shape.num_q_tiles(), mask.shape.num_k_tiles()}));
+                  NpyArray::from_vector(bits, {mask.shape.mask_heads, mask.shape.num_q_tiles(), mask.shape.num_k_tiles()}));
       }
     }
   }
