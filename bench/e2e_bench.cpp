@@ -88,6 +88,8 @@ std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
     arms.emplace_back("sparge 128x128 top-k .25", hop);
     bfla::Config bf;  // defaults: b = 256, g = 64, γ = 0.99, 8 local tiles of 32 keys
     arms.emplace_back("bfla gamma 0.99", bf);
+    bf.gamma = 0.95f;
+    arms.emplace_back("bfla gamma 0.95", bf);
     bf.gamma = 0.9f;
     arms.emplace_back("bfla gamma 0.9", bf);
   } else {

@@ -116,6 +116,26 @@ TEST_CASE("one mask per KV head is the union of its query heads; deterministic; 
   CHECK_NOTHROW(per_kv.validate_for(w.problem));
 }
 
+TEST_CASE("bfla_mask_from_scores over bfla_group_scores is bfla_estimate (the provider format the GPU test feeds)") {
+  const Workload w = llm(1000, 333, 4, 2);  // chunked prefill, partial groups and blocks
+  bfla::Config c = small(0.8f);
+  c.eta = 5;
+  c.rho = 0.05f;
+  c.prob_threshold = 0.1f;
+  c.min_keep_blocks = 2;
+  for (const bool per_q : {false, true}) {
+    CAPTURE(per_q);
+    const TileMask want = reference::bfla_estimate(w.problem, w.q.view(), w.k.view(), c, per_q);
+    const TileMask got = reference::bfla_mask_from_scores(w.problem, c, per_q, [&](std::int64_t b, std::int64_t hq, float* out) {
+      const auto s = reference::bfla_group_scores(w.problem, w.q.view(), w.k.view(), c, b, hq);
+      std::memcpy(out, s.data(), s.size() * sizeof(float));  // called concurrently: no shared state
+    });
+    CHECK(got.shape == want.shape);
+    CHECK(got.row_ptr == want.row_ptr);
+    CHECK(got.tiles == want.tiles);
+  }
+}
+
 TEST_CASE("bad BFLA parameters are rejected") {
   const Workload w = llm(200);
   auto bad = [&](auto mutate, const char* field) {

@@ -43,8 +43,7 @@ std::vector<float> bfla_group_scores(const Problem& p, const TensorView& q, cons
   return {s.data(), s.data() + s.size()};
 }
 
-TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
-                       bool per_query_head) {
+TileMask bfla_mask_from_scores(const Problem& p, const bfla::Config& c, bool per_query_head, const BflaScores& scores) {
   c.validate();
   p.validate();
   const std::int64_t bs = c.block, g = c.group, groups_per_block = bs / g;
@@ -62,15 +61,16 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
     if (lkv == 0) return;  // a sequence without keys (variable-length batch): its rows keep nothing (found by fuzz_api)
     auto jc = [&](std::int64_t i) { return bfla::causal_blocks(i, nq, nkv, bs, p.causal); };
     std::vector<std::uint8_t> keep(static_cast<std::size_t>(lq * lkv), 0);
-    const RowMatrix kr = padded_rows(p, k, false, b, hkv, nkv, g);
     const std::int64_t gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g;
     std::vector<float> x(static_cast<std::size_t>(lkv)), prob(static_cast<std::size_t>(lkv));
     std::vector<std::uint8_t> valid(static_cast<std::size_t>(lkv)), sel(static_cast<std::size_t>(lkv));
     std::vector<int> order;
+    std::vector<float> s(static_cast<std::size_t>(gq * gk));
     const std::int64_t h_first = per_query_head ? mh : hkv * p.group_size();
     const std::int64_t h_end = per_query_head ? mh + 1 : h_first + p.group_size();
     for (std::int64_t hq = h_first; hq < h_end; ++hq) {
-      const RowMatrix s = group_products(padded_rows(p, q, true, b, hq, nq, g), kr, g, p.head_dim);
+      scores(b, hq, s.data());
+      auto S = [&](std::int64_t u, std::int64_t v) { return s[static_cast<std::size_t>(u * gk + v)]; };
       for (std::int64_t i = 0; i < lq; ++i) {
         const std::int64_t reach = jc(i);
         float m = -INFINITY;
@@ -80,7 +80,7 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
           float best = -INFINITY;
           for (std::int64_t u = i * groups_per_block; u < bfla::groups_end(i, groups_per_block, gq); ++u)
             for (std::int64_t v = j * groups_per_block; v < bfla::groups_end(j, groups_per_block, gk); ++v)
-              best = std::max(best, s(u, v));
+              best = std::max(best, S(u, v));
           x[static_cast<std::size_t>(j)] = j < reach ? best * sl : -INFINITY;
           if (j < reach) {
             finite = finite && std::isfinite(x[static_cast<std::size_t>(j)]);
@@ -152,6 +152,18 @@ TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& 
     }
   });
   return TileMask::from_rows(shape, std::move(rows));
+}
+
+TileMask bfla_estimate(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
+                       bool per_query_head) {
+  c.validate();
+  p.validate();
+  return bfla_mask_from_scores(p, c, per_query_head, [&](std::int64_t b, std::int64_t hq, float* out) {
+    const std::int64_t g = c.group, nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
+    const RowMatrix s = group_products(padded_rows(p, q, true, b, hq, nq, g),
+                                       padded_rows(p, k, false, b, p.kv_head_of(hq), nkv, g), g, p.head_dim);
+    std::copy(s.data(), s.data() + s.size(), out);
+  });
 }
 
 }  // namespace spattn::reference

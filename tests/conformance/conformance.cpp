@@ -240,6 +240,21 @@ const std::vector<EstimatorCase>& estimator_cases() {
     bf_rescue.seed = 3;
     bfla::Config bf_tile = bf_rescue;
     bf_tile.rescue_grid = bfla::RescueGrid::tile;
+    bfla::Config bf_rules;  // the code's optional rules on: probability threshold and top-k floor
+    bf_rules.block = 128;
+    bf_rules.group = 32;
+    bf_rules.gamma = 0.9f;
+    bf_rules.prob_threshold = 0.05f;
+    bf_rules.keep_ratio = 0.1f;
+    bf_rules.min_keep_blocks = 2;
+    bfla::Config bf_384 = bf_tile;  // three executor rows (tile_q = 128) per query block
+    bf_384.block = 384;
+    bf_384.group = 64;
+    bf_384.tile = 64;
+    bf_384.n_local = 2;
+    bf_384.eta = 5;
+    bf_384.rho = 0.1f;
+    bf_384.seed = 11;
     const auto llm = WorkloadKind::llm, video = WorkloadKind::video, random = WorkloadKind::random;
     // name, config, kind, B, Hq, Hkv, Nq, Nkv, D, causal, dtype[, lens_q, lens_kv]
     return std::vector<EstimatorCase>{
@@ -268,18 +283,13 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"bfla rescues coarse", bf_rescue, llm, 1, 4, 1, 1000, 1000, 64, true, DType::f16},
         {"bfla rescues tile non-causal", bf_tile, video, 1, 2, 2, 700, 700, 128, false, DType::bf16},
         {"bfla varlen", bf_rescue, random, 2, 4, 2, 600, 700, 64, true, DType::bf16, {600, 129}, {700, 300}},
+        {"bfla rules D=256 fp16 non-causal Nq < Nkv", bf_rules, video, 1, 4, 2, 400, 1500, 256, false, DType::f16},
+        {"bfla block 384 tile rescues chunked batch 2", bf_384, llm, 2, 4, 1, 900, 1300, 128, true, DType::bf16},
         {"dense", DenseConfig{64, 32}, random, 1, 2, 1, 300, 300, 64, true, DType::bf16},
     };
   }();
   return cases;
 }
-
-namespace {
-
-struct EstimatorInputs {
-  Problem problem;
-  HostTensor q, k;
-};
 
 EstimatorInputs estimator_inputs(const EstimatorCase& c) {
   EstimatorInputs in;
@@ -309,8 +319,6 @@ EstimatorInputs estimator_inputs(const EstimatorCase& c) {
   test::fill_random(in.k, 1.5);
   return in;
 }
-
-}  // namespace
 
 EstimatorOutcome check_estimator(const EstimatorCase& c, const std::string& backend, MemoryAdapter& memory,
                                  double margin_tol) {

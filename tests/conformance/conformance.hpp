@@ -88,6 +88,14 @@ struct EstimatorCase {
 /// The estimator table: every method × causal and not, Nq < Nkv, GQA, varlen, D 64–256, fp16/bf16, tails.
 const std::vector<EstimatorCase>& estimator_cases();
 
+/// A case's inputs as check_estimator builds them: the seeded workload of the case's kind, or random tensors for a
+/// variable-length batch (packed [1, H, total, D]).
+struct EstimatorInputs {
+  Problem problem;
+  HostTensor q, k;
+};
+EstimatorInputs estimator_inputs(const EstimatorCase& c);
+
 struct EstimatorOutcome {
   std::vector<std::string> not_supported;
   std::int64_t decisions = 0;       ///< reachable (row of tiles, tile) decisions compared

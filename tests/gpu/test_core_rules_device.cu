@@ -9,7 +9,10 @@
 #include <random>
 #include <vector>
 
+#include <algorithm>
+
 #include "../common.hpp"
+#include "estimate.cuh"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/bfla.hpp"
@@ -76,7 +79,11 @@ __host__ __device__ void evaluate(const float* x, const float* y, int t, std::ui
   f(24, gm.estimate());
   const mask_policy::RowKeys<int> keys(t * 37, 1000, 1500, t % 2 == 0);
   n(25, keys.sees(t * 40) + 2 * keys.sees(-1) + 4 * keys.sees(1499) + 8 * keys.end);
-  for (int i = 26; i < kOut; ++i) out[i] = 0;
+  float block[2][3];  // dot_sequential_block: each chain dot_sequential's bits
+  dot_sequential_block<2, 3>(x, kD, y, kD, kD, block);
+  f(26, block[1][2]);
+  n(27, float_to_bits(block[0][1]) == float_to_bits(dot_sequential(x, y + kD, kD)) ? 1 : 0);
+  for (int i = 28; i < kOut; ++i) out[i] = 0;
 }
 
 __global__ void evaluate_kernel(const float* x, const float* y, int sets, std::uint32_t* out, float* scratch) {
@@ -118,6 +125,60 @@ TEST_CASE("core rules are device-callable and bit-identical on the GPU and the h
         MESSAGE("set " << t << " rule " << i << ": host " << host[t * kOut + i] << " device " << device[t * kOut + i]);
       }
   CHECK(differ == 0);
+}
+
+/// detail::block_sort (registers for strides < 64, shared memory above) and detail::top_cdf_sorted, one block.
+__global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float tau, bool crossing, std::uint64_t* out,
+                            int* cut) {
+  extern __shared__ std::uint64_t keys[];
+  __shared__ int c;
+  float* sorted = reinterpret_cast<float*>(keys + n);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) keys[i] = in[i];
+  const int kept = cuda::detail::top_cdf_sorted(keys, n, n_valid, tau, 1, crossing, sorted, &c);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = keys[i];
+  if (threadIdx.x == 0) *cut = kept;
+}
+
+TEST_CASE("device sort and TopCdf cut equal std::sort and top_cdf_count (every power of two to 16384)") {
+  std::uint64_t *din, *dout;
+  int* dcut;
+  REQUIRE(cudaMalloc(&din, 16384 * 8) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dout, 16384 * 8) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dcut, sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12) == cudaSuccess);
+  int cases = 0;
+  for (int n = 1; n <= 16384; n *= 2)
+    for (const int threads : {128, 256}) {
+      CAPTURE(n);
+      CAPTURE(threads);
+      const int n_valid = n - static_cast<int>(uniform(0.0, n / 3.0));  // the rest is padding (kNoKey)
+      std::vector<std::uint64_t> keys(static_cast<std::size_t>(n), ~std::uint64_t{0});
+      for (int j = 0; j < n_valid; ++j) {  // weights in (0, 1], a few repeated (ties broken by the index)
+        const float w = j % 5 == 0 ? 0.25f : static_cast<float>(uniform(1e-6, 1.0));
+        keys[static_cast<std::size_t>(j)] = (static_cast<std::uint64_t>(~float_to_bits(w)) << 32) | static_cast<std::uint32_t>(j);
+      }
+      std::shuffle(keys.begin(), keys.end(), rng());
+      const float tau = static_cast<float>(uniform(0.3, 0.99));
+      const bool crossing = n % 3 == 0 || threads == 256;
+      cudaMemcpy(din, keys.data(), keys.size() * 8, cudaMemcpyHostToDevice);
+      cudaMemset(dout, 0xaa, keys.size() * 8);
+      sort_kernel<<<1, threads, static_cast<std::size_t>(n) * 12>>>(din, n, n_valid, tau, crossing, dout, dcut);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      std::vector<std::uint64_t> got(keys.size());
+      int cut = -1;
+      cudaMemcpy(got.data(), dout, got.size() * 8, cudaMemcpyDeviceToHost);
+      cudaMemcpy(&cut, dcut, sizeof(int), cudaMemcpyDeviceToHost);
+      std::sort(keys.begin(), keys.end());
+      CHECK(got == keys);
+      std::vector<float> w(static_cast<std::size_t>(n_valid));
+      for (int t = 0; t < n_valid; ++t) w[static_cast<std::size_t>(t)] = bits_to_float(~static_cast<std::uint32_t>(keys[static_cast<std::size_t>(t)] >> 32));
+      CHECK(cut == top_cdf_count(w.data(), n_valid, tau, 1, crossing));
+      ++cases;
+    }
+  cudaFree(din);
+  cudaFree(dout);
+  cudaFree(dcut);
+  MESSAGE("device sort: " << cases << " cases, n = 1 … 16384");
 }
 
 }  // namespace

@@ -12,9 +12,12 @@
 
 #include "../common.hpp"
 #include "cuda_memory.hpp"
+#include "estimators.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/cuda/plan.hpp"
+#include "spattn/reference/bfla.hpp"
 #include "spattn/reference/executor.hpp"
+#include "spattn/tensor_rows.hpp"
 #include "spattn/spattn.hpp"
 
 namespace spattn::test {
@@ -95,22 +98,26 @@ TEST_CASE("CUDA executor with the mma.sync kernel forced matches the reference")
   unsetenv("SPATTN_CUDA_KERNEL");
 }
 
-/// The shared estimator table on the CUDA backend. Its estimators follow the core's fixed-order fp32 arithmetic
-/// (compiled with --fmad=false): every decision must equal the reference's (bit-identical masks), not merely lie
-/// within a margin. Cases of methods without a CUDA estimator report its reasons.
+/// The shared estimator table on the CUDA backend. SpargeAttn (and every estimator that follows the core's fixed-order
+/// fp32 arithmetic, compiled with --fmad=false) must equal the reference decision for decision (bit-identical masks).
+/// BFLA's group scores come from a tensor-core GEMM whose sums are not the reference's Eigen sums (DESIGN.md §5.3): its
+/// cases may differ in a few decisions near a threshold (reported, at most 2% of them); that every rule after the
+/// scores is exact is the next test's. Cases of methods without a CUDA estimator report its reasons.
 TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identical to the reference") {
   CudaMemory memory;
   int ran = 0;
-  std::int64_t decisions = 0;
+  std::int64_t decisions = 0, bfla_decisions = 0, bfla_differing = 0;
   std::string reason;
   for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
     const std::string case_name(c.name);
     CAPTURE(case_name);
     const conformance::EstimatorOutcome r = conformance::check_estimator(c, "cuda", memory);
+    const bool is_bfla = std::holds_alternative<bfla::Config>(c.config);
     if (!r.not_supported.empty()) {
       reason = r.not_supported.front();
-      // SpargeAttn covers the whole table, FG-Attn every EXACT-semantics case.
+      // SpargeAttn and BFLA cover the whole table, FG-Attn every EXACT-semantics case.
       CHECK(!std::holds_alternative<sparge::Config>(c.config));
+      CHECK(!is_bfla);
       if (const auto* fg = std::get_if<fg_attn::Config>(&c.config)) CHECK(fg->semantics != fg_attn::Semantics::exact);
       continue;
     }
@@ -118,11 +125,202 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
     decisions += r.decisions;
     CHECK(r.backend == "cuda");
     CHECK(r.decisions > 0);
-    CHECK(r.differing == 0);
+    if (is_bfla) {
+      bfla_decisions += r.decisions;
+      bfla_differing += r.differing;
+      MESSAGE(case_name << ": " << r.differing << " of " << r.decisions << " decisions differ from the reference");
+      CHECK(r.differing * 50 <= r.decisions);
+    } else {
+      CHECK(r.differing == 0);
+    }
   }
   MESSAGE("CUDA estimators: " << ran << " of " << conformance::estimator_cases().size() << " cases ran, " << decisions
-                              << " decisions compared" << (reason.empty() ? std::string() : "; not covered: " + reason));
-  CHECK(ran >= 11);
+                              << " decisions compared (BFLA: " << bfla_differing << " of " << bfla_decisions
+                              << " differ)" << (reason.empty() ? std::string() : "; not covered: " + reason));
+  CHECK(ran >= 18);
+}
+
+/// The raw rows a device estimator wrote (before download()'s clean-up, which sorts and clips): every row_end within
+/// its row's capacity, every row's tiles strictly ascending and reachable. Returns the number of bad rows.
+std::int64_t bad_device_rows(const cuda::DeviceTileMask& m) {
+  const MaskShape& s = m.shape();
+  const std::int64_t rows = s.num_rows(), cap = s.num_k_tiles(), tq = s.num_q_tiles();
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(rows)), end(begin.size());
+  std::vector<std::int32_t> tiles(static_cast<std::size_t>(rows * cap));
+  cuda_check(cudaMemcpy(begin.data(), m.row_begin(), begin.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
+  cuda_check(cudaMemcpy(end.data(), m.row_end(), end.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
+  cuda_check(cudaMemcpy(tiles.data(), m.tiles(), tiles.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  std::int64_t bad = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t b = begin[static_cast<std::size_t>(r)], e = end[static_cast<std::size_t>(r)];
+    const std::int64_t reach = s.reachable_k_tiles(r / (s.mask_heads * tq), r % tq);
+    bool ok = b == r * cap && e >= b && e <= b + cap;
+    for (std::int64_t i = b; ok && i < e; ++i) {
+      const std::int32_t t = tiles[static_cast<std::size_t>(i)];
+      ok = t >= 0 && t < reach && (i == b || tiles[static_cast<std::size_t>(i - 1)] < t);
+    }
+    bad += ok ? 0 : 1;
+  }
+  return bad;
+}
+
+/// BFLA's device estimator over every BFLA case of the shared table, decision by decision (DESIGN.md §5.3):
+///  (a) every group score the mask depends on (causal block pairs) is within the rounding bound of the reference's
+///      Eigen score: |S_dev − S_ref| ≤ c · n · 2⁻²⁴ · Σ|q·k|, n = g·D products, Σ|q·k| over the pair in double. Both
+///      sums add the same exact products (fp16/bf16 products are exact in fp32): the reference's round-to-nearest fp32
+///      sums err by at most γ_n ≤ n·u (u = 2⁻²⁴) of Σ|q·k|, the tensor core's accumulation truncates (≤ 2u per add)
+///      → 2n·u; c = 4 adds one n·u of slack for the second-order terms and the mma's multi-operand alignment. A wrong
+///      or missing row errs by a sizeable fraction of Σ|q·k| (the bound is ~2e-3 of it at g·D = 8192).
+///  (b) the device mask is bit-identical to reference::bfla_mask_from_scores fed with the device's scores: every rule
+///      after the GEMM (block maxima, mass, threshold and top-k rules, sink, band, rescues, expansion) is exact.
+///  (c) (the table test above) how many decisions differ from the pure reference.
+/// The workspace and the mask are poisoned (all bits set) before the run, so stale or unwritten values fail.
+TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every rule after them exact") {
+  CudaMemory memory;
+  constexpr double kC = 4.0;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const auto* cfg = std::get_if<bfla::Config>(&c.config);
+    if (cfg == nullptr) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const Problem& p = in.problem;
+    REQUIRE(cuda::bfla_not_supported_reasons(*cfg, p).empty());
+    const TensorView q = memory.upload(in.q), k = memory.upload(in.k);
+    const cuda::detail::DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
+    const std::unique_ptr<cuda::BflaEstimator> est = cuda::make_bfla_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr);
+    cuda::DeviceTileMask mask(est->shape());
+    CHECK(est->shape() == reference::bfla_estimate(p, in.q.view(), in.k.view(), *cfg).shape);
+    cuda_check(cudaMemset(est->scores_workspace(), 0xff, est->workspace_bytes()));
+    cuda_check(cudaMemset(mask.row_end(), 0xff, static_cast<std::size_t>(mask.shape().num_rows()) * sizeof(std::int64_t)));
+    cuda_check(cudaMemset(mask.tiles(), 0xff,
+                          static_cast<std::size_t>(mask.shape().num_rows() * mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
+    est->run(q, k, mask, nullptr);
+    cuda_check(cudaDeviceSynchronize());
+    REQUIRE(bad_device_rows(mask) == 0);
+    const TileMask got = mask.download(nullptr);
+
+    // (a) the scores the mask depends on, against the reference's within the bound.
+    const std::int64_t g = cfg->group, d = p.head_dim, per_block = cfg->block / g;
+    std::vector<std::vector<float>> dev(static_cast<std::size_t>(p.batch * p.heads_q));
+    std::int64_t compared = 0, outside = 0;
+    double worst = 0.0;  // largest |ΔS| / bound
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g;
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        std::vector<float>& s = dev[static_cast<std::size_t>(b * p.heads_q + h)];
+        s = est->group_scores(b, h, nullptr);
+        const std::vector<float> ref = reference::bfla_group_scores(p, in.q.view(), in.k.view(), *cfg, b, h);
+        REQUIRE(s.size() == ref.size());
+        REQUIRE(static_cast<std::int64_t>(s.size()) == gq * gk);
+        std::vector<float> qr(static_cast<std::size_t>(nq * d)), kr(static_cast<std::size_t>(nkv * d));
+        for (std::int64_t i = 0; i < nq; ++i)
+          load_row(in.q.view(), row_offset(in.q.view(), p, true, b, h, i), d, qr.data() + i * d);
+        for (std::int64_t i = 0; i < nkv; ++i)
+          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), i), d, kr.data() + i * d);
+        for (std::int64_t u = 0; u < gq; ++u)
+          for (std::int64_t v = 0; v < gk; ++v) {
+            if (v / per_block >= bfla::causal_blocks(u / per_block, nq, nkv, cfg->block, p.causal)) continue;
+            double magnitude = 0.0;
+            for (std::int64_t t = 0; t < g && u * g + t < nq && v * g + t < nkv; ++t)
+              for (std::int64_t e = 0; e < d; ++e)
+                magnitude += std::fabs(double(qr[static_cast<std::size_t>((u * g + t) * d + e)]) *
+                                       double(kr[static_cast<std::size_t>((v * g + t) * d + e)]));
+            const double bound = kC * double(g * d) * std::ldexp(1.0, -24) * magnitude;
+            const auto at = static_cast<std::size_t>(u * gk + v);
+            const double err = std::fabs(double(s[at]) - double(ref[at]));
+            ++compared;
+            if (!(err <= bound)) ++outside;  // NaN (poison) fails
+            if (bound > 0.0 && std::isfinite(err)) worst = std::max(worst, err / bound);
+          }
+      }
+    }
+    CHECK(compared > 0);
+    CHECK(outside == 0);
+
+    // (b) the mask of the reference's rules over the device's scores.
+    const TileMask want = reference::bfla_mask_from_scores(p, *cfg, false, [&](std::int64_t b, std::int64_t h, float* out) {
+      const std::vector<float>& s = dev[static_cast<std::size_t>(b * p.heads_q + h)];
+      std::copy(s.begin(), s.end(), out);
+    });
+    CHECK(got.shape == want.shape);
+    CHECK(got.row_ptr == want.row_ptr);
+    CHECK(got.tiles == want.tiles);
+    ++ran;
+    MESSAGE(case_name << ": " << compared << " group scores within " << kC << "·n·2^-24·Σ|qk| (worst at " << worst
+                      << " of the bound), mask density " << got.stats().density);
+  }
+  CHECK(ran >= 7);
+}
+
+/// BFLA's Plan (estimate → attend) captured in a CUDA graph in global mode (no allocation, copy or synchronisation
+/// inside) and replayed on fresh inputs: each replay's mask differs from the reference's in at most 2% of the
+/// decisions (the tensor-core scores), and the output is the reference executor's over the device's own mask.
+TEST_CASE("Plan: BFLA estimate → attend captured in a CUDA graph and replayed on new inputs") {
+  WorkloadSpec s;
+  s.kind = WorkloadKind::llm;
+  s.seqlen = 1500;
+  s.heads_q = 4;
+  s.heads_kv = 2;
+  s.head_dim = 128;
+  s.dtype = DType::bf16;
+  bfla::Config cfg;
+  cfg.block = 128;
+  cfg.group = 32;
+  cfg.gamma = 0.9f;
+  s.seed = test_seed() + 3;
+  Workload w = make_workload(s);
+  cuda::Plan plan(cfg, w.problem);
+  MESSAGE("BFLA plan workspace: " << plan.workspace_bytes() << " bytes");
+  DeviceTensor dq(w.q.size_bytes()), dk(w.k.size_bytes()), dv(w.v.size_bytes());
+  HostTensor got(DType::f32, 1, 4, 1500, 128);
+  DeviceTensor dout(got.size_bytes());
+  TensorView q = on_device(w.q, dq), k = on_device(w.k, dk), v = on_device(w.v, dv);
+  TensorView o = got.view();
+  o.data = dout.ptr;
+  o.memory = Memory::cuda;
+  cudaStream_t stream;
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  plan.run(q, k, v, o, stream);
+  cuda_check(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  cuda_check(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    CAPTURE(replay);
+    if (replay > 0) {
+      s.seed = test_seed() + 200 + static_cast<std::uint64_t>(replay);
+      w = make_workload(s);
+      on_device(w.q, dq), on_device(w.k, dk), on_device(w.v, dv);
+    }
+    cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+    cuda_check(cudaGraphLaunch(exec, stream));
+    cuda_check(cudaStreamSynchronize(stream));
+    const TileMask mask = plan.mask().download(stream);
+    const Estimate ref = estimate(cfg, w.problem, w.q.view(), w.k.view());
+    REQUIRE(mask.shape == ref.mask.shape);
+    const std::vector<std::uint8_t> a = mask.to_bitmap(), bref = ref.mask.to_bitmap();
+    std::int64_t decisions = 0, differing = 0;
+    for (std::int64_t h = 0; h < mask.shape.mask_heads; ++h)
+      for (std::int64_t t = 0; t < mask.shape.num_q_tiles(); ++t)
+        for (std::int64_t j = 0; j < mask.shape.reachable_k_tiles(0, t); ++j) {
+          const auto at = static_cast<std::size_t>(mask.row_index(0, h, t) * mask.shape.num_k_tiles() + j);
+          ++decisions;
+          differing += a[at] != bref[at] ? 1 : 0;
+        }
+    MESSAGE("replay " << replay << ": " << differing << " of " << decisions << " decisions differ from the reference");
+    CHECK(differing * 50 <= decisions);
+    HostTensor want(DType::f32, 1, 4, 1500, 128);
+    reference::attend(w.problem, w.q.view(), w.k.view(), w.v.view(), mask, want.view());
+    cuda_check(cudaMemcpy(got.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+    double worst = 0;
+    CHECK(mismatches(got, want, DType::bf16, worst) == 0);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 /// sparse_attention() on CUDA tensors runs the device pipeline (mask never on the host between the stages); its

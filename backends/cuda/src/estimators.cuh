@@ -73,4 +73,21 @@ std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& co
 std::unique_ptr<DeviceEstimator> make_fg_attn_estimator(const fg_attn::Config& config, const Problem& problem,
                                                         const std::int64_t* cu_q, const std::int64_t* cu_kv);
 
+/// BFLA's estimator (bfla.cu); its group scores are exposed for the GPU tests (tests/gpu), which check them against
+/// the reference's within a rounding bound and the mask against reference::bfla_mask_from_scores fed with them.
+class BflaEstimator : public DeviceEstimator {
+ public:
+  /// The device's flattened-group scores of (b, hq) after run(): [⌈Nq_b/g⌉][⌈Nkv_b/g⌉] row-major (unscaled), as
+  /// reference::bfla_group_scores; only the entries of causal block pairs are computed (others: whatever the
+  /// workspace held). Waits for `stream`.
+  virtual std::vector<float> group_scores(std::int64_t b, std::int64_t hq, cudaStream_t stream) const = 0;
+  /// The group-score workspace (workspace_bytes() bytes), for tests that poison it before run().
+  virtual float* scores_workspace() const = 0;
+};
+std::vector<std::string> bfla_not_supported_reasons(const bfla::Config& config, const Problem& problem);
+/// per_query_head: one mask per query head (the reference's option, for analysis and tests); Plan uses false.
+std::unique_ptr<BflaEstimator> make_bfla_estimator(const bfla::Config& config, const Problem& problem,
+                                                   const std::int64_t* cu_q, const std::int64_t* cu_kv,
+                                                   bool per_query_head = false);
+
 }  // namespace spattn::cuda

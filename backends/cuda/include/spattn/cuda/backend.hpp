@@ -125,7 +125,7 @@ class CudaBackend final : public Backend {
                                                  const AttendOptions& options) const override;
   AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TileMask& mask, const TensorView& o, const AttendOptions& options) const override;
-  /// The device estimators (SpargeAttn today): the mask is estimated in device memory and downloaded.
+  /// The device estimators (SpargeAttn, BFLA): the mask is estimated in device memory and downloaded.
   std::vector<std::string> estimate_not_supported_reasons(const MethodConfig& config, const Problem& problem,
                                                           const TensorView& q, const TensorView& k,
                                                           const EstimateOptions& options) const override;
