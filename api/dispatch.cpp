@@ -2,6 +2,7 @@
 // that covers it; sparse_attention() is estimate + attend with the method's executor options. This file is the
 // one place that knows which backends a build links (Kokkos Kernels' TPL pattern): each enabled backend folder
 // adds itself to the list below, the reference last because it covers everything.
+#include <optional>
 #include <sstream>
 
 #include "spattn/input_range.hpp"
@@ -46,14 +47,26 @@ const Backend& pick(const std::string& wanted, const std::string& what, Reasons 
   fail("backend: no backend covers ", what, " —", why.str());
 }
 
-/// Inputs in host memory are range-checked here (spattn/input_range.hpp). Device inputs are not scanned yet: the
-/// CUDA backend would need a reduction over Q, K and V on the device (max |x| and the first non-finite element per
-/// tensor) feeding the same rule — or, cheaper and after the fact, a check that its output is finite. Only its bf16
-/// inputs can break the rule: f16 values (|x| <= 65504) keep head_dim · max|q| · max|k| · scale below 2^37.
-bool on_host(std::initializer_list<const TensorView*> views) {
-  for (const TensorView* t : views)
-    if (t->memory != Memory::host) return false;
-  return true;
+/// The input range rule (spattn/input_range.hpp) on every call: host tensors are scanned here, device tensors by the
+/// backend that owns their memory (Backend::input_range: the CUDA backend scans on the GPU and synchronises). A
+/// tensor no linked backend can read is not checked.
+std::optional<TensorRange> range_of(const Problem& problem, const TensorView& t, bool is_q, std::int64_t heads,
+                                    std::int64_t dim) {
+  if (t.memory == Memory::host) return scan_range(problem, t, is_q, heads, dim);
+  for (const auto& be : backends())
+    if (std::optional<TensorRange> r = be->input_range(problem, t, is_q, heads, dim)) return r;
+  return std::nullopt;
+}
+
+void check_inputs(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView* v) {
+  if (q.memory == Memory::host && k.memory == Memory::host && (v == nullptr || v->memory == Memory::host))
+    return check_input_range(problem, q, k, v);  // stops at the first failure without reading the rest
+  const std::optional<TensorRange> rq = range_of(problem, q, true, problem.heads_q, problem.head_dim);
+  const std::optional<TensorRange> rk = range_of(problem, k, false, problem.heads_kv, problem.head_dim);
+  if (!rq || !rk) return;
+  std::optional<TensorRange> rv;
+  if (v != nullptr && !(rv = range_of(problem, *v, false, problem.heads_kv, problem.dim_v()))) return;
+  check_input_range(problem, *rq, *rk, rv ? &*rv : nullptr);
 }
 
 }  // namespace
@@ -63,7 +76,7 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
   problem.validate(q, k, v, o);
   mask.validate_for(problem);
   options.validate(problem.heads_q);
-  if (on_host({&q, &k, &v})) check_input_range(problem, q, k, &v);
+  check_inputs(problem, q, k, &v);
   const Backend& backend = pick(options.backend, problem.describe(), [&](const Backend& be) {
     return be.not_supported_reasons(problem, q, k, v, mask, o, options);
   });
@@ -80,7 +93,7 @@ Estimate estimate(const MethodConfig& config, const Problem& problem, const Tens
                   const EstimateOptions& options) {
   problem.validate(q, k);
   validate(config, problem);
-  if (on_host({&q, &k})) check_input_range(problem, q, k, nullptr);
+  check_inputs(problem, q, k, nullptr);
   const std::string what = std::string(method_name(config)) + " estimate for " + problem.describe();
   const Backend& backend = pick(options.backend, what, [&](const Backend& be) {
     return be.estimate_not_supported_reasons(config, problem, q, k, options);
@@ -97,7 +110,7 @@ SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem
   validate(config, problem);
   const AttendOptions with_method = attend_options_of(config, options);
   with_method.validate(problem.heads_q);
-  if (on_host({&q, &k, &v})) check_input_range(problem, q, k, &v);
+  check_inputs(problem, q, k, &v);
   // A backend that keeps the mask in its own memory between the stages runs both; otherwise the two calls.
   for (const auto& be : backends()) {
     if (options.backend != "auto" && options.backend != be->name()) continue;

@@ -43,6 +43,9 @@ std::vector<std::int64_t> offsets(const std::vector<std::int64_t>& lens) {
   return cu;
 }
 
+
+}  // namespace
+
 /// A problem of the given shape; variable-length when lens_q is not empty (cu_seqlens from the lengths, the maxima
 /// in seqlen_q / seqlen_kv).
 Problem problem_of(std::int64_t batch, std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nkv,
@@ -64,8 +67,6 @@ Problem problem_of(std::int64_t batch, std::int64_t hq, std::int64_t hkv, std::i
   }
   return p;
 }
-
-}  // namespace
 
 std::unique_ptr<MemoryAdapter> host_adapter() { return std::make_unique<HostMemory>(); }
 

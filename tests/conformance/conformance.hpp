@@ -75,6 +75,12 @@ struct ExecutorOutcome {
 /// P·V on GPUs), LSE and empty-row counts.
 ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory);
 
+/// A problem of the given shape; variable-length when lens_q is not empty (cu_seqlens from the lengths, the maxima
+/// in seqlen_q / seqlen_kv). dv = 0: head_dim_v unset.
+Problem problem_of(std::int64_t batch, std::int64_t hq, std::int64_t hkv, std::int64_t nq, std::int64_t nkv,
+                   std::int64_t d, std::int64_t dv, bool causal, DType dtype, const std::vector<std::int64_t>& lens_q,
+                   const std::vector<std::int64_t>& lens_kv);
+
 struct EstimatorCase {
   const char* name;
   MethodConfig config;

@@ -127,58 +127,80 @@ TEST_CASE("core rules are device-callable and bit-identical on the GPU and the h
   CHECK(differ == 0);
 }
 
-/// detail::block_sort (registers for strides < 64, shared memory above) and detail::top_cdf_sorted, one block.
-__global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float tau, bool crossing, std::uint64_t* out,
-                            int* cut) {
+/// detail::top_cdf_sorted (the radix sort of keys at their index for 16–32 keys per thread, else block_sort) and detail::block_sort (any
+/// arrangement), one block of kThreads.
+template <int kThreads>
+__global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float tau, bool crossing, bool bitonic,
+                            std::uint64_t* out, int* cut) {
   extern __shared__ std::uint64_t keys[];
   __shared__ int c;
   float* sorted = reinterpret_cast<float*>(keys + n);
   for (int i = threadIdx.x; i < n; i += blockDim.x) keys[i] = in[i];
-  const int kept = cuda::detail::top_cdf_sorted(keys, n, n_valid, tau, 1, crossing, sorted, &c);
+  if (bitonic) {
+    cuda::detail::block_sort(keys, n);
+  } else {
+    const int kept = cuda::detail::top_cdf_sorted<kThreads>(keys, n, n_valid, tau, 1, crossing, sorted, &c);
+    if (threadIdx.x == 0) *cut = kept;
+  }
   for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = keys[i];
-  if (threadIdx.x == 0) *cut = kept;
 }
 
-TEST_CASE("device sort and TopCdf cut equal std::sort and top_cdf_count (every power of two to 16384)") {
+TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every power of two to 16384)") {
   std::uint64_t *din, *dout;
   int* dcut;
   REQUIRE(cudaMalloc(&din, 16384 * 8) == cudaSuccess);
   REQUIRE(cudaMalloc(&dout, 16384 * 8) == cudaSuccess);
   REQUIRE(cudaMalloc(&dcut, sizeof(int)) == cudaSuccess);
-  REQUIRE(cudaFuncSetAttribute(sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(sort_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(sort_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12) == cudaSuccess);
   int cases = 0;
   for (int n = 1; n <= 16384; n *= 2)
-    for (const int threads : {128, 256}) {
-      CAPTURE(n);
-      CAPTURE(threads);
-      const int n_valid = n - static_cast<int>(uniform(0.0, n / 3.0));  // the rest is padding (kNoKey)
-      std::vector<std::uint64_t> keys(static_cast<std::size_t>(n), ~std::uint64_t{0});
-      for (int j = 0; j < n_valid; ++j) {  // weights in (0, 1], a few repeated (ties broken by the index)
-        const float w = j % 5 == 0 ? 0.25f : static_cast<float>(uniform(1e-6, 1.0));
-        keys[static_cast<std::size_t>(j)] = (static_cast<std::uint64_t>(~float_to_bits(w)) << 32) | static_cast<std::uint32_t>(j);
+    for (const int threads : {128, 256})
+      for (const bool bitonic : {false, true}) {
+        CAPTURE(n);
+        CAPTURE(threads);
+        CAPTURE(bitonic);
+        // Valid entries at their index, padding (kNoKey) scattered among them as SpargeAttn's non-candidates are;
+        // weights in [0, 1], some repeated (ties broken by the index), some exactly +0 (sorted before the padding).
+        std::vector<std::uint64_t> keys(static_cast<std::size_t>(n));
+        int n_valid = 0;
+        for (int j = 0; j < n; ++j) {
+          if (uniform(0.0, 1.0) < 0.25) {
+            keys[static_cast<std::size_t>(j)] = ~std::uint64_t{0};
+            continue;
+          }
+          ++n_valid;
+          const float w = j % 5 == 0 ? 0.25f : j % 7 == 0 ? 0.0f : static_cast<float>(uniform(1e-6, 1.0));
+          keys[static_cast<std::size_t>(j)] = (static_cast<std::uint64_t>(~float_to_bits(w)) << 32) | static_cast<std::uint32_t>(j);
+        }
+        if (bitonic) std::shuffle(keys.begin(), keys.end(), rng());  // block_sort takes any arrangement
+        const float tau = static_cast<float>(uniform(0.3, 0.99));
+        const bool crossing = n % 3 == 0 || threads == 256;
+        cudaMemcpy(din, keys.data(), keys.size() * 8, cudaMemcpyHostToDevice);
+        cudaMemset(dout, 0xaa, keys.size() * 8);
+        cudaMemset(dcut, 0xff, sizeof(int));
+        const std::size_t smem = static_cast<std::size_t>(n) * 12;
+        if (threads == 128) sort_kernel<128><<<1, 128, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
+        else sort_kernel<256><<<1, 256, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        std::vector<std::uint64_t> got(keys.size());
+        int cut = -1;
+        cudaMemcpy(got.data(), dout, got.size() * 8, cudaMemcpyDeviceToHost);
+        cudaMemcpy(&cut, dcut, sizeof(int), cudaMemcpyDeviceToHost);
+        std::sort(keys.begin(), keys.end());
+        CHECK(got == keys);
+        if (!bitonic) {
+          std::vector<float> w(static_cast<std::size_t>(n_valid));
+          for (int t = 0; t < n_valid; ++t)
+            w[static_cast<std::size_t>(t)] = bits_to_float(~static_cast<std::uint32_t>(keys[static_cast<std::size_t>(t)] >> 32));
+          CHECK(cut == top_cdf_count(w.data(), n_valid, tau, 1, crossing));
+        }
+        ++cases;
       }
-      std::shuffle(keys.begin(), keys.end(), rng());
-      const float tau = static_cast<float>(uniform(0.3, 0.99));
-      const bool crossing = n % 3 == 0 || threads == 256;
-      cudaMemcpy(din, keys.data(), keys.size() * 8, cudaMemcpyHostToDevice);
-      cudaMemset(dout, 0xaa, keys.size() * 8);
-      sort_kernel<<<1, threads, static_cast<std::size_t>(n) * 12>>>(din, n, n_valid, tau, crossing, dout, dcut);
-      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-      std::vector<std::uint64_t> got(keys.size());
-      int cut = -1;
-      cudaMemcpy(got.data(), dout, got.size() * 8, cudaMemcpyDeviceToHost);
-      cudaMemcpy(&cut, dcut, sizeof(int), cudaMemcpyDeviceToHost);
-      std::sort(keys.begin(), keys.end());
-      CHECK(got == keys);
-      std::vector<float> w(static_cast<std::size_t>(n_valid));
-      for (int t = 0; t < n_valid; ++t) w[static_cast<std::size_t>(t)] = bits_to_float(~static_cast<std::uint32_t>(keys[static_cast<std::size_t>(t)] >> 32));
-      CHECK(cut == top_cdf_count(w.data(), n_valid, tau, 1, crossing));
-      ++cases;
-    }
   cudaFree(din);
   cudaFree(dout);
   cudaFree(dcut);
-  MESSAGE("device sort: " << cases << " cases, n = 1 … 16384");
+  MESSAGE("device sorts: " << cases << " cases, n = 1 … 16384");
 }
 
 }  // namespace

@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included
       for (int j = threadIdx.x; j < n; j += blockDim.x)
         keys[j] = j < reach ? detail::selection_key(prob[j], j) : detail::kNoKey;
-      const int kept = detail::top_cdf_sorted(keys, n, reach, a.gamma, 1, true, sorted, &cut);
+      const int kept = detail::top_cdf_sorted<kSelectThreads>(keys, n, reach, a.gamma, 1, true, sorted, &cut);
       for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
       __syncthreads();
     }

@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cub/block/block_radix_sort.cuh>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -156,13 +158,58 @@ __device__ inline void block_sort(std::uint64_t* keys, int n) {
   __syncthreads();
 }
 
-/// TopCdf on the device (topcdf.hpp's steps 3-6): sorts keys[0, n) — n a power of two, the first n_valid of them
-/// selection_key(weight, index) of the valid entries, the rest kNoKey — into the selection order, and returns (to
-/// every thread) how many of them the rule keeps: top_cdf_count on the sorted weights, one thread, in the core's
-/// sequential order. `sorted` receives the n_valid sorted weights.
-__device__ inline int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau, int min_keep,
-                                     bool include_crossing, float* sorted, int* cut) {
-  block_sort(keys, n);
+/// block_sort for keys built at their index — keys[j] = selection_key(weight, j) with a weight >= +0, or kNoKey, at
+/// position j — by a stable radix sort (CUB's BlockRadixSort) of 32 bits: the weight's order (~bits of a weight >= +0
+/// has its top bit set, dropped) and 0xffffffff for kNoKey, after every weight (+0 included). Among equal weights the
+/// index order is kept, so the result is block_sort's. kThreads · kItems = n keys, blocked; CUB's scratch reuses the
+/// keys' shared memory once they are in registers (when it fits; else block_sort).
+template <int kThreads, int kItems>
+__device__ void radix_sort_indexed(std::uint64_t* keys) {
+  using Sort = cub::BlockRadixSort<std::uint32_t, kThreads, kItems, std::uint32_t>;
+  if constexpr (sizeof(typename Sort::TempStorage) > sizeof(std::uint64_t) * kThreads * kItems) {
+    block_sort(keys, kThreads * kItems);
+  } else {
+    std::uint32_t hi[kItems], lo[kItems];
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const std::uint64_t k = keys[threadIdx.x * kItems + i];
+      hi[i] = k == kNoKey ? 0xffffffffu : static_cast<std::uint32_t>(k >> 32) & 0x7fffffffu;
+      lo[i] = static_cast<std::uint32_t>(k);
+    }
+    __syncthreads();  // every key is in registers: the array becomes CUB's scratch
+    Sort(*reinterpret_cast<typename Sort::TempStorage*>(keys)).Sort(hi, lo);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kItems; ++i)
+      keys[threadIdx.x * kItems + i] =
+          hi[i] == 0xffffffffu ? kNoKey : (static_cast<std::uint64_t>(hi[i] | 0x80000000u) << 32) | lo[i];
+    __syncthreads();
+  }
+}
+
+/// Sorts n (a power of two) keys built at their index (see radix_sort_indexed) into the selection order, in a block of
+/// kThreads threads: the radix sort for 16 · kThreads ≤ n ≤ 32 · kThreads, block_sort otherwise. Measured on the H100
+/// (bench/results/gpu-pipeline.md): with 32 keys per thread the radix sort takes FG-Attn's 128K estimate (4096 key
+/// tiles, 128 threads) from 65.7 to 45.6 ms; with 2–8 keys per thread it is slower than block_sort (SpargeAttn 128K
+/// 10.8 → 13.1 ms, BFLA 6.95 → 7.87 ms).
+template <int kThreads>
+__device__ void sort_indexed(std::uint64_t* keys, int n) {
+  switch (n / kThreads) {
+    case 16: return radix_sort_indexed<kThreads, 16>(keys);
+    case 32: return radix_sort_indexed<kThreads, 32>(keys);
+    default: return block_sort(keys, n);
+  }
+}
+
+/// TopCdf on the device (topcdf.hpp's steps 3-6) in a block of kThreads threads: sorts keys[0, n) — n a power of
+/// two, keys[j] = selection_key(weight_j, j) for the n_valid valid entries and kNoKey for the rest, each at its index
+/// j — into the selection order, and returns (to every thread) how many of them the rule keeps: top_cdf_count on the
+/// sorted weights, one thread, in the core's sequential order. `sorted` receives the n_valid sorted weights.
+template <int kThreads>
+__device__ int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau, int min_keep, bool include_crossing,
+                              float* sorted, int* cut) {
+  sort_indexed<kThreads>(keys, n);
   for (int t = threadIdx.x; t < n_valid; t += blockDim.x) sorted[t] = key_value(keys[t]);
   __syncthreads();
   if (threadIdx.x == 0) *cut = top_cdf_count(sorted, n_valid, tau, min_keep, include_crossing);

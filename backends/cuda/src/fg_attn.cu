@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
       keys[j] = j < reach ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
       if (j < reach) keep[j] = 0;
     }
-    const int kept = detail::top_cdf_sorted(keys, a.sort_keys, reach, a.top_p, 1, true, sorted, &cut);
+    const int kept = detail::top_cdf_sorted<kSelectThreads>(keys, a.sort_keys, reach, a.top_p, 1, true, sorted, &cut);
     for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
   }
   __syncthreads();

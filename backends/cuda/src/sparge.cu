@@ -143,11 +143,11 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
       keys[j] = j < blocks_k && (keep[j] & 2) ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
     int kept = 0;
     if (a.topk > 0.0f) {
-      detail::block_sort(keys, a.sort_keys);
+      detail::sort_indexed<kSelectThreads>(keys, a.sort_keys);
       const std::int64_t kk = sparge::topk_count(a.topk, reach);
       kept = static_cast<int>(kk < candidates ? kk : candidates);
     } else {
-      kept = detail::top_cdf_sorted(keys, a.sort_keys, candidates, a.tau[h], 1, false, x, &cut);
+      kept = detail::top_cdf_sorted<kSelectThreads>(keys, a.sort_keys, candidates, a.tau[h], 1, false, x, &cut);
     }
     for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
   } else if (candidates > 0) {  // non-finite pooled scores: the row keeps every block

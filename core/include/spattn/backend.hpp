@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "spattn/attend_options.hpp"
 #include "spattn/estimate.hpp"
+#include "spattn/input_range.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/method_config.hpp"
 #include "spattn/problem.hpp"
@@ -22,6 +24,13 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  /// The range summary (spattn/input_range.hpp) of a tensor in memory this backend owns (e.g. CUDA memory) —
+  /// q (is_q) or k/v, `heads` heads of `dim` elements — computed where it lives; nullopt when `t` is not such
+  /// memory. The dispatcher checks device inputs with it (host inputs: the core's scan).
+  virtual std::optional<TensorRange> input_range(const Problem& /*problem*/, const TensorView& /*t*/, bool /*is_q*/,
+                                                 std::int64_t /*heads*/, std::int64_t /*dim*/) const {
+    return std::nullopt;
+  }
   /// Empty when this backend computes the call; otherwise one sentence per missing capability.
   virtual std::vector<std::string> not_supported_reasons(const Problem& problem, const TensorView& q,
                                                          const TensorView& k, const TensorView& v,

@@ -19,6 +19,24 @@ namespace spattn {
 /// log2 of the bound on S and on the sums.
 inline constexpr int kInputRangeLog2 = 100;
 
+/// What the rule needs of one tensor, over every element a call reads (sequences' real rows): the largest |x| and
+/// the first place it occurs, the first non-finite element, in (batch, head, row, dim) order. A backend whose
+/// memory the host cannot read computes it on its device (Backend::input_range) and the rule below is the same.
+struct TensorRange {
+  double max_abs = 0.0;
+  std::int64_t max_at[4] = {0, 0, 0, 0};  ///< batch, head, row, dim
+  bool finite = true;
+  float bad = 0.0f;  ///< the first non-finite value (when !finite)
+  std::int64_t bad_at[4] = {0, 0, 0, 0};
+};
+
+/// The summary of a host tensor: q (is_q) or k/v of the problem, `heads` heads of `dim` elements.
+TensorRange scan_range(const Problem& problem, const TensorView& t, bool is_q, std::int64_t heads, std::int64_t dim);
+
+/// The rule on summaries: throws spattn::Error for the first failure in the order q finite, k finite, the score
+/// bound, the q and k sums, v finite, the v sum (v may be null).
+void check_input_range(const Problem& problem, const TensorRange& q, const TensorRange& k, const TensorRange* v);
+
 /// Throws spattn::Error naming the tensor and the first offending element ("q: not finite (nan) at batch 0,
 /// head 1, row 5, dim 3"), or the bound that fails ("scores overflow fp32: …"). Host-memory views only; `v`
 /// may be null (an estimate reads q and k). The problem and views must be valid.

@@ -120,12 +120,15 @@ void attend_async(const Problem& problem, const TensorView& q, const TensorView&
 class CudaBackend final : public Backend {
  public:
   std::string_view name() const override { return "cuda"; }
+  /// The input range summary of a tensor in CUDA memory, computed on the GPU (input_range.cu; synchronises).
+  std::optional<TensorRange> input_range(const Problem& problem, const TensorView& t, bool is_q, std::int64_t heads,
+                                         std::int64_t dim) const override;
   std::vector<std::string> not_supported_reasons(const Problem& problem, const TensorView& q, const TensorView& k,
                                                  const TensorView& v, const TileMask& mask, const TensorView& o,
                                                  const AttendOptions& options) const override;
   AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                      const TileMask& mask, const TensorView& o, const AttendOptions& options) const override;
-  /// The device estimators (SpargeAttn, BFLA): the mask is estimated in device memory and downloaded.
+  /// The device estimators (SpargeAttn, FG-Attn, BFLA): the mask is estimated in device memory and downloaded.
   std::vector<std::string> estimate_not_supported_reasons(const MethodConfig& config, const Problem& problem,
                                                           const TensorView& q, const TensorView& k,
                                                           const EstimateOptions& options) const override;
