@@ -51,34 +51,6 @@ constexpr int kMaxSortKeys = 16384;  ///< KV blocks per row the select kernel so
 constexpr int kMaxSharedBytes = 227 * 1024;
 constexpr std::size_t kMaxScoreBytes = std::size_t{32} << 30;
 
-template <class T>
-struct Mma;
-template <>
-struct Mma<__half> {
-  static __device__ __forceinline__ void run(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-template <>
-struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t* r, std::uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
 
 struct GemmArgs {
   Seqs seqs;
@@ -154,16 +126,16 @@ __global__ void __launch_bounds__(kGemmThreads, 2) group_scores_kernel(Rows<T> q
       std::uint32_t af[kMT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
-        ldmatrix_x4(af[mt], detail::smem_addr(ta + (warp_m + mt * 16 + (lane % 16)) * kLd + ks * 16 + (lane / 16) * 8));
+        detail::ldmatrix_x4(af[mt], detail::smem_addr(ta + (warp_m + mt * 16 + (lane % 16)) * kLd + ks * 16 + (lane / 16) * 8));
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         std::uint32_t bf[4];
-        ldmatrix_x4(bf, detail::smem_addr(tb + (warp_n + np * 16 + (lane / 16) * 8 + (lane % 8)) * kLd + ks * 16 +
+        detail::ldmatrix_x4(bf, detail::smem_addr(tb + (warp_n + np * 16 + (lane / 16) * 8 + (lane % 8)) * kLd + ks * 16 +
                                           ((lane / 8) % 2) * 8));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          Mma<T>::run(acc[mt][2 * np], af[mt], bf[0], bf[1]);
-          Mma<T>::run(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+          detail::MmaType<T>::mma(acc[mt][2 * np], af[mt], bf[0], bf[1]);
+          detail::MmaType<T>::mma(acc[mt][2 * np + 1], af[mt], bf[2], bf[3]);
         }
       }
     }
@@ -334,11 +306,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   }
 }
 
-int pow2_at_least(std::int64_t n) {
-  int p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -346,17 +313,12 @@ class BflaEstimatorImpl final : public BflaEstimator {
  public:
   BflaEstimatorImpl(const bfla::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv,
                     bool per_query_head)
-      : c_(c), p_(p), per_query_head_(per_query_head), shape_(MaskShape::of(p, c.tile_q(), c.tile, !per_query_head)) {
-    seqs_.batch = static_cast<int>(p.batch);
-    seqs_.nq = p.seqlen_q;
-    seqs_.nkv = p.seqlen_kv;
-    seqs_.cu_q = cu_q;
-    seqs_.cu_kv = cu_kv;
-    seqs_.causal = p.causal;
+      : c_(c), p_(p), per_query_head_(per_query_head), shape_(MaskShape::of(p, c.tile_q(), c.tile, !per_query_head)),
+        seqs_(Seqs::of(p, cu_q, cu_kv)) {
     gq_max_ = ceil_div(p.seqlen_q, c.group);
     ld_ = ceil_div(ceil_div(p.seqlen_kv, c.group), 4) * 4;
     scores_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * gq_max_ * ld_));
-    sort_keys_ = pow2_at_least(std::max<std::int64_t>(ceil_div(p.seqlen_kv, c.block), 1));
+    sort_keys_ = detail::pow2_at_least(std::max<std::int64_t>(ceil_div(p.seqlen_kv, c.block), 1));
     if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
     else set_limits<__half>();
   }
@@ -467,7 +429,7 @@ std::vector<std::string> bfla_not_supported_reasons(const bfla::Config& c, const
   if (p.head_dim % kStep != 0) why.push_back("the CUDA BFLA estimator needs head_dim a multiple of 32 (its GEMM's k-step)");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA BFLA estimator takes f16 or bf16 inputs");
   const std::int64_t lkv = ceil_div(p.seqlen_kv, c.block), tk = ceil_div(p.seqlen_kv, c.tile);
-  const int keys = pow2_at_least(std::max<std::int64_t>(lkv, 1));
+  const int keys = detail::pow2_at_least(std::max<std::int64_t>(lkv, 1));
   if (keys > kMaxSortKeys)
     why.push_back("the CUDA BFLA estimator sorts at most 16384 KV blocks per row (longer sequences: a larger block)");
   else if (select_bytes(keys, tk) > kMaxSharedBytes)

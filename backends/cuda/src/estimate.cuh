@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "spattn/methods/sparge.hpp"
+#include "spattn/problem.hpp"
 #include "spattn/pooling.hpp"
 #include "spattn/topcdf.hpp"
 
@@ -25,6 +26,10 @@ struct Seqs {
   const std::int64_t* cu_q = nullptr;
   const std::int64_t* cu_kv = nullptr;
   bool causal = false;
+  /// The problem's sequences; cu_q / cu_kv: device copies of its offsets (null when not variable-length).
+  static Seqs of(const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv) {
+    return Seqs{static_cast<int>(p.batch), p.seqlen_q, p.seqlen_kv, cu_q, cu_kv, p.causal};
+  }
   __device__ std::int64_t len_q(int b) const { return cu_q ? cu_q[b + 1] - cu_q[b] : nq; }
   __device__ std::int64_t len_kv(int b) const { return cu_kv ? cu_kv[b + 1] - cu_kv[b] : nkv; }
 };
@@ -107,6 +112,13 @@ __global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int bloc
     for (int r = 0; r < rows; ++r) nonzero += inv[r] >= 0.0f ? 1 : 0;
     sim[at] = sparge::similarity_of(u, nonzero, d);
   }
+}
+
+/// The smallest power of two >= n (n >= 1): the length of a row's sort.
+inline int pow2_at_least(std::int64_t n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
 }
 
 /// Block-wide max and sum (any order: max is exact; the sum is of integers). `scratch` holds 32 entries.

@@ -151,11 +151,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (threadIdx.x == 0) a.row_end[row] = slot + count;
 }
 
-int pow2_at_least(std::int64_t n) {
-  int p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 std::size_t logits_bytes(std::int64_t d) {
   return static_cast<std::size_t>(kRowsPerCta * d + kKeysPerStage * (d + 1)) * sizeof(float);
 }
@@ -164,18 +159,13 @@ std::size_t select_bytes(int keys) { return static_cast<std::size_t>(keys) * (si
 class FgAttnEstimator final : public DeviceEstimator {
  public:
   FgAttnEstimator(const fg_attn::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv)
-      : c_(c), p_(p), shape_(MaskShape::of(p, c.tile_q, c.tile_k)) {
-    seqs_.batch = static_cast<int>(p.batch);
-    seqs_.nq = p.seqlen_q;
-    seqs_.nkv = p.seqlen_kv;
-    seqs_.cu_q = cu_q;
-    seqs_.cu_kv = cu_kv;
-    seqs_.causal = p.causal;
+      : c_(c), p_(p), shape_(MaskShape::of(p, c.tile_q, c.tile_k)),
+        seqs_(Seqs::of(p, cu_q, cu_kv)) {
     const std::int64_t d = p.head_dim, tq = shape_.num_q_tiles(), tk = shape_.num_k_tiles();
     q_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
     k_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
     logits_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * tk));
-    sort_keys_ = pow2_at_least(std::max<std::int64_t>(tk, 1));
+    sort_keys_ = detail::pow2_at_least(std::max<std::int64_t>(tk, 1));
     if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
     else set_limits<__half>();
   }
@@ -264,7 +254,7 @@ std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c,
     why.push_back("the CUDA FG-Attn estimator builds EXACT-semantics masks only (UNION needs the merge plan, built on the host)");
   if (p.head_dim % 8 != 0) why.push_back("the CUDA FG-Attn estimator needs head_dim a multiple of 8");
   if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
-  const int keys = pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));
+  const int keys = detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));
   if (keys > kMaxSortKeys)
     why.push_back("the CUDA FG-Attn estimator sorts at most 16384 key tiles per row (longer sequences: a larger tile_k)");
   if (detail::pool_bytes(std::max(c.tile_q, c.tile_k), p.head_dim) > kMaxSharedBytes ||

@@ -168,11 +168,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (threadIdx.x == 0) a.row_end[r] = slot + count;
 }
 
-int pow2_at_least(std::int64_t n) {
-  int p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
 std::size_t chunk_bytes(std::int64_t d) { return static_cast<std::size_t>(kStageRows * d) * sizeof(float); }
 std::size_t select_bytes(int keys, std::int64_t d) {
   return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1) + static_cast<std::size_t>(d) * sizeof(float);
@@ -181,13 +176,8 @@ std::size_t select_bytes(int keys, std::int64_t d) {
 class SpargeEstimator final : public DeviceEstimator {
  public:
   SpargeEstimator(const sparge::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv)
-      : c_(c), p_(p), shape_(MaskShape::of(p, c.block_q, c.block_k)) {
-    seqs_.batch = static_cast<int>(p.batch);
-    seqs_.nq = p.seqlen_q;
-    seqs_.nkv = p.seqlen_kv;
-    seqs_.cu_q = cu_q;
-    seqs_.cu_kv = cu_kv;
-    seqs_.causal = p.causal;
+      : c_(c), p_(p), shape_(MaskShape::of(p, c.block_q, c.block_k)),
+        seqs_(Seqs::of(p, cu_q, cu_kv)) {
     std::vector<float> theta, tau;
     std::vector<std::uint8_t> dense;
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
@@ -206,7 +196,7 @@ class SpargeEstimator final : public DeviceEstimator {
     k_sim_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk));
     q_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
     q_sim_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq));
-    sort_keys_ = pow2_at_least(std::max<std::int64_t>(tk, 1));
+    sort_keys_ = detail::pow2_at_least(std::max<std::int64_t>(tk, 1));
     if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
     else set_limits<__half>();
   }
@@ -296,10 +286,10 @@ std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& c, c
   if (c.block_q % 64 != 0) why.push_back("the CUDA SpargeAttn estimator needs block_q a multiple of 64");
   if (p.head_dim % 8 != 0) why.push_back("the CUDA SpargeAttn estimator needs head_dim a multiple of 8");
   if (p.head_dim > 1024) why.push_back("the CUDA SpargeAttn estimator takes head_dim <= 1024");
-  if (pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > kMaxSortKeys)
+  if (detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > kMaxSortKeys)
     why.push_back("the CUDA SpargeAttn estimator sorts at most 16384 key blocks per row (longer sequences: a larger block_k)");
   if (detail::pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > kMaxSharedBytes ||
-      select_bytes(pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > kMaxSharedBytes)
+      select_bytes(detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > kMaxSharedBytes)
     why.push_back("the CUDA SpargeAttn estimator's blocks (block × head_dim) do not fit in shared memory");
   if (p.batch * p.heads_q > 65535) why.push_back("the CUDA SpargeAttn estimator takes at most 65535 (batch, head) pairs");
   return why;
