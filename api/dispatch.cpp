@@ -47,25 +47,30 @@ const Backend& pick(const std::string& wanted, const std::string& what, Reasons 
   fail("backend: no backend covers ", what, " —", why.str());
 }
 
-/// The input range rule (spattn/input_range.hpp) on every call: host tensors are scanned here, device tensors by the
-/// backend that owns their memory (Backend::input_range: the CUDA backend scans on the GPU and synchronises). A
-/// tensor no linked backend can read is not checked.
-std::optional<TensorRange> range_of(const Problem& problem, const TensorView& t, bool is_q, std::int64_t heads,
-                                    std::int64_t dim) {
-  if (t.memory == Memory::host) return scan_range(problem, t, is_q, heads, dim);
-  for (const auto& be : backends())
-    if (std::optional<TensorRange> r = be->input_range(problem, t, is_q, heads, dim)) return r;
-  return std::nullopt;
+/// The input range rule (spattn/input_range.hpp) on every call. Host tensors are scanned here before a backend is
+/// chosen; tensors in device memory by the backend chosen to run the call (Backend::input_range: the CUDA backend
+/// scans on the GPU and synchronises), after the choice, so that a call no backend covers says so first. A device
+/// tensor the chosen backend cannot summarise is not checked.
+bool on_host(const TensorView& q, const TensorView& k, const TensorView* v) {
+  return q.memory == Memory::host && k.memory == Memory::host && (v == nullptr || v->memory == Memory::host);
 }
 
-void check_inputs(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView* v) {
-  if (q.memory == Memory::host && k.memory == Memory::host && (v == nullptr || v->memory == Memory::host))
-    return check_input_range(problem, q, k, v);  // stops at the first failure without reading the rest
-  const std::optional<TensorRange> rq = range_of(problem, q, true, problem.heads_q, problem.head_dim);
-  const std::optional<TensorRange> rk = range_of(problem, k, false, problem.heads_kv, problem.head_dim);
+void check_host_inputs(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView* v) {
+  if (on_host(q, k, v)) check_input_range(problem, q, k, v);  // stops at the first failure without reading the rest
+}
+
+void check_device_inputs(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView* v,
+                         const Backend& backend) {
+  if (on_host(q, k, v)) return;
+  const auto range_of = [&](const TensorView& t, bool is_q, std::int64_t heads, std::int64_t dim) {
+    return t.memory == Memory::host ? std::optional<TensorRange>(scan_range(problem, t, is_q, heads, dim))
+                                    : backend.input_range(problem, t, is_q, heads, dim);
+  };
+  const std::optional<TensorRange> rq = range_of(q, true, problem.heads_q, problem.head_dim);
+  const std::optional<TensorRange> rk = range_of(k, false, problem.heads_kv, problem.head_dim);
   if (!rq || !rk) return;
   std::optional<TensorRange> rv;
-  if (v != nullptr && !(rv = range_of(problem, *v, false, problem.heads_kv, problem.dim_v()))) return;
+  if (v != nullptr && !(rv = range_of(*v, false, problem.heads_kv, problem.dim_v()))) return;
   check_input_range(problem, *rq, *rk, rv ? &*rv : nullptr);
 }
 
@@ -76,10 +81,11 @@ AttendStats attend(const Problem& problem, const TensorView& q, const TensorView
   problem.validate(q, k, v, o);
   mask.validate_for(problem);
   options.validate(problem.heads_q);
-  check_inputs(problem, q, k, &v);
+  check_host_inputs(problem, q, k, &v);
   const Backend& backend = pick(options.backend, problem.describe(), [&](const Backend& be) {
     return be.not_supported_reasons(problem, q, k, v, mask, o, options);
   });
+  check_device_inputs(problem, q, k, &v, backend);
   return backend.attend(problem, q, k, v, mask, o, options);
 }
 
@@ -93,11 +99,12 @@ Estimate estimate(const MethodConfig& config, const Problem& problem, const Tens
                   const EstimateOptions& options) {
   problem.validate(q, k);
   validate(config, problem);
-  check_inputs(problem, q, k, nullptr);
+  check_host_inputs(problem, q, k, nullptr);
   const std::string what = std::string(method_name(config)) + " estimate for " + problem.describe();
   const Backend& backend = pick(options.backend, what, [&](const Backend& be) {
     return be.estimate_not_supported_reasons(config, problem, q, k, options);
   });
+  check_device_inputs(problem, q, k, nullptr, backend);
   Estimate e = backend.estimate(config, problem, q, k, options);
   e.mask.validate_for(problem);
   return e;
@@ -110,11 +117,13 @@ SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem
   validate(config, problem);
   const AttendOptions with_method = attend_options_of(config, options);
   with_method.validate(problem.heads_q);
-  check_inputs(problem, q, k, &v);
-  // A backend that keeps the mask in its own memory between the stages runs both; otherwise the two calls.
+  check_host_inputs(problem, q, k, &v);
+  // A backend that keeps the mask in its own memory between the stages runs both; otherwise the two calls (each
+  // checks its inputs).
   for (const auto& be : backends()) {
     if (options.backend != "auto" && options.backend != be->name()) continue;
     if (!be->sparse_attention_not_supported_reasons(config, problem, q, k, v, o, with_method).empty()) continue;
+    check_device_inputs(problem, q, k, &v, *be);
     SparseAttentionResult r = be->sparse_attention(config, problem, q, k, v, o, with_method);
     r.estimate.mask.validate_for(problem);
     return r;
