@@ -47,8 +47,6 @@ constexpr int kLd = kStep + 8;  ///< smem row stride in elements (80 bytes: the 
 constexpr int kGemmWarps = 8, kGemmThreads = kGemmWarps * 32;  ///< warps 2 (M) × 4 (N), 64 × 32 groups each
 constexpr int kWarpM = 64, kWarpN = 32, kMT = kWarpM / 16, kNT = kWarpN / 8;
 constexpr int kSelectThreads = 256;
-constexpr int kMaxSortKeys = 16384;  ///< KV blocks per row the select kernel sorts in shared memory
-constexpr int kMaxSharedBytes = 227 * 1024;
 constexpr std::size_t kMaxScoreBytes = std::size_t{32} << 30;
 
 
@@ -430,9 +428,9 @@ std::vector<std::string> bfla_not_supported_reasons(const bfla::Config& c, const
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA BFLA estimator takes f16 or bf16 inputs");
   const std::int64_t lkv = ceil_div(p.seqlen_kv, c.block), tk = ceil_div(p.seqlen_kv, c.tile);
   const int keys = detail::pow2_at_least(std::max<std::int64_t>(lkv, 1));
-  if (keys > kMaxSortKeys)
+  if (keys > detail::kMaxSortKeys)
     why.push_back("the CUDA BFLA estimator sorts at most 16384 KV blocks per row (longer sequences: a larger block)");
-  else if (select_bytes(keys, tk) > kMaxSharedBytes)
+  else if (select_bytes(keys, tk) > detail::kMaxSharedBytes)
     why.push_back("the CUDA BFLA estimator's rows (KV blocks and key tiles) do not fit in shared memory");
   const double score_bytes = static_cast<double>(p.batch * p.heads_q) * static_cast<double>(ceil_div(p.seqlen_q, c.group)) *
                              static_cast<double>(ceil_div(ceil_div(p.seqlen_kv, c.group), 4) * 4) * sizeof(float);

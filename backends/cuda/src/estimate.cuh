@@ -114,6 +114,10 @@ __global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int bloc
   }
 }
 
+/// Limits of the estimators' select kernels: keys one row sorts in shared memory, and the shared memory of one block.
+constexpr int kMaxSortKeys = 16384;
+constexpr int kMaxSharedBytes = 227 * 1024;
+
 /// The smallest power of two >= n (n >= 1): the length of a row's sort.
 inline int pow2_at_least(std::int64_t n) {
   int p = 1;

@@ -36,8 +36,6 @@ constexpr int kPoolThreads = 128, kThreads = 256, kSelectThreads = 128;
 // Logits kernel: 32 query tiles × 128 key tiles per stage; each thread 4 × 4 of them.
 constexpr int kBlockRows = 4, kBlockKeys = 4;
 constexpr int kRowsPerCta = kThreads / 32 * kBlockRows, kKeysPerStage = 32 * kBlockKeys;
-constexpr int kMaxSortKeys = 16384;
-constexpr int kMaxSharedBytes = 227 * 1024;
 
 struct LogitArgs {
   Seqs seqs;
@@ -255,10 +253,10 @@ std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c,
   if (p.head_dim % 8 != 0) why.push_back("the CUDA FG-Attn estimator needs head_dim a multiple of 8");
   if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
   const int keys = detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));
-  if (keys > kMaxSortKeys)
+  if (keys > detail::kMaxSortKeys)
     why.push_back("the CUDA FG-Attn estimator sorts at most 16384 key tiles per row (longer sequences: a larger tile_k)");
-  if (detail::pool_bytes(std::max(c.tile_q, c.tile_k), p.head_dim) > kMaxSharedBytes ||
-      logits_bytes(p.head_dim) > kMaxSharedBytes || select_bytes(keys) > kMaxSharedBytes)
+  if (detail::pool_bytes(std::max(c.tile_q, c.tile_k), p.head_dim) > detail::kMaxSharedBytes ||
+      logits_bytes(p.head_dim) > detail::kMaxSharedBytes || select_bytes(keys) > detail::kMaxSharedBytes)
     why.push_back("the CUDA FG-Attn estimator's tiles (tile × head_dim) do not fit in shared memory");
   if (p.batch * p.heads_q > 65535) why.push_back("the CUDA FG-Attn estimator takes at most 65535 (batch, head) pairs");
   return why;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device_memory.cuh"
+#include "estimate.cuh"
 #include "spattn/cuda/backend.hpp"
 
 namespace spattn::cuda {
@@ -55,18 +56,6 @@ struct Result {
 
 constexpr int kThreads = 256;
 
-template <class V, class Op>
-__device__ V reduce_block(V v, Op op) {
-  __shared__ V scratch[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = scratch[0];
-  for (int w = 1; w < kThreads / 32; ++w) v = op(v, scratch[w]);
-  __syncthreads();
-  return v;
-}
-
 __global__ void __launch_bounds__(kThreads) max_pass(Space s, Result* r) {
   unsigned long long max_bits = 0, bad = ~0ull;
   for (std::int64_t l = blockIdx.x * static_cast<std::int64_t>(kThreads) + threadIdx.x; l < s.total;
@@ -76,8 +65,9 @@ __global__ void __launch_bounds__(kThreads) max_pass(Space s, Result* r) {
     if (!isfinite(x)) bad = bad < static_cast<unsigned long long>(l) ? bad : static_cast<unsigned long long>(l);
     else max_bits = max_bits > __float_as_uint(fabsf(x)) ? max_bits : __float_as_uint(fabsf(x));
   }
-  max_bits = reduce_block(max_bits, [](unsigned long long a, unsigned long long b) { return a > b ? a : b; });
-  bad = reduce_block(bad, [](unsigned long long a, unsigned long long b) { return a < b ? a : b; });
+  __shared__ unsigned long long scratch_max[32], scratch_bad[32];
+  max_bits = detail::block_reduce(max_bits, [](unsigned long long a, unsigned long long b) { return a > b ? a : b; }, scratch_max);
+  bad = detail::block_reduce(bad, [](unsigned long long a, unsigned long long b) { return a < b ? a : b; }, scratch_bad);
   if (threadIdx.x == 0) {
     atomicMax(&r->max_bits, max_bits);
     atomicMin(&r->first_bad, bad);
@@ -94,7 +84,8 @@ __global__ void __launch_bounds__(kThreads) position_pass(Space s, Result* r) {
     if (static_cast<unsigned long long>(l) == bad_at) r->bad = x;
     if (isfinite(x) && __float_as_uint(fabsf(x)) == want && static_cast<unsigned long long>(l) < first) first = l;
   }
-  first = reduce_block(first, [](unsigned long long a, unsigned long long b) { return a < b ? a : b; });
+  __shared__ unsigned long long scratch[32];
+  first = detail::block_reduce(first, [](unsigned long long a, unsigned long long b) { return a < b ? a : b; }, scratch);
   if (threadIdx.x == 0) atomicMin(&r->first_max, first);
 }
 

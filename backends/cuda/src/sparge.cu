@@ -34,8 +34,6 @@ using detail::check;
 using detail::DeviceArray;
 
 constexpr int kPoolThreads = 128, kSelectThreads = 256;
-constexpr int kMaxSortKeys = 16384;     ///< key blocks per row the select kernel sorts in shared memory
-constexpr int kMaxSharedBytes = 227 * 1024;
 
 /// Chunk t (blockIdx.x) of the (batch, KV head)'s keys: column_sum of its kMeanChunk rows, one thread per column
 /// (blockDim.x = d), the rows staged in shared memory as fp32 kStageRows at a time with the sum carried across.
@@ -286,10 +284,10 @@ std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& c, c
   if (c.block_q % 64 != 0) why.push_back("the CUDA SpargeAttn estimator needs block_q a multiple of 64");
   if (p.head_dim % 8 != 0) why.push_back("the CUDA SpargeAttn estimator needs head_dim a multiple of 8");
   if (p.head_dim > 1024) why.push_back("the CUDA SpargeAttn estimator takes head_dim <= 1024");
-  if (detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > kMaxSortKeys)
+  if (detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > detail::kMaxSortKeys)
     why.push_back("the CUDA SpargeAttn estimator sorts at most 16384 key blocks per row (longer sequences: a larger block_k)");
-  if (detail::pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > kMaxSharedBytes ||
-      select_bytes(detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > kMaxSharedBytes)
+  if (detail::pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > detail::kMaxSharedBytes ||
+      select_bytes(detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > detail::kMaxSharedBytes)
     why.push_back("the CUDA SpargeAttn estimator's blocks (block × head_dim) do not fit in shared memory");
   if (p.batch * p.heads_q > 65535) why.push_back("the CUDA SpargeAttn estimator takes at most 65535 (batch, head) pairs");
   return why;
