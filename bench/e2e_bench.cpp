@@ -92,6 +92,12 @@ std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
     arms.emplace_back("bfla gamma 0.95", bf);
     bf.gamma = 0.9f;
     arms.emplace_back("bfla gamma 0.9", bf);
+    anchor_attn::Config an;  // defaults: groups of 2048 rows (128 × 16), θ = 12 nats, 128 sink keys
+    arms.emplace_back("anchor theta 12", an);
+    an.theta = 8.0f;
+    arms.emplace_back("anchor theta 8", an);
+    an.theta = 4.0f;
+    arms.emplace_back("anchor theta 4", an);
   } else {
     fg_attn::Config fg;  // defaults: 32 × 32 tiles, top-p 0.9 (the paper's)
     arms.emplace_back("fgattn 32x32 p 0.9", fg);

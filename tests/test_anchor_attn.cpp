@@ -140,6 +140,43 @@ TEST_CASE("non-causal inputs: the group's window plus stripes on both sides") {
   CHECK(none.mask.stats().density < 0.5);
 }
 
+TEST_CASE("anchor_attn_select over the estimator's own anchors is the estimator; margins decide like the rule") {
+  for (const bool causal : {true, false}) {
+    CAPTURE(causal);
+    Workload w = llm(401, 4, 2, causal ? 0 : 300);
+    w.problem.causal = causal;
+    const anchor_attn::Config c = small_config(1.5f);
+    const auto est = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), c);
+    std::vector<float> margins;
+    const auto sel = reference::anchor_attn_select(w.problem, w.q.view(), w.k.view(), c, est.anchors, &margins);
+    CHECK(sel.mask.row_ptr == est.mask.row_ptr);
+    CHECK(sel.mask.tiles == est.mask.tiles);
+    CHECK(sel.candidates == est.candidates);
+    CHECK(sel.selected == est.selected);
+    REQUIRE(est.selected > 0);
+    REQUIRE(est.selected < est.candidates);  // θ = 1.5 makes real decisions on both sides
+    // Every candidate has a margin whose sign is the decision; every other key has NaN.
+    const std::vector<std::uint8_t> kept = est.mask.to_bitmap();
+    const MaskShape& s = est.mask.shape;
+    std::int64_t candidates = 0, agree = 0;
+    for (std::size_t e = 0; e < margins.size(); ++e) {
+      if (std::isnan(margins[e])) continue;
+      ++candidates;
+      agree += (margins[e] >= 0.0f) == (kept[e] != 0) ? 1 : 0;
+    }
+    CHECK(static_cast<std::int64_t>(margins.size()) == s.num_rows() * s.num_k_tiles());
+    CHECK(candidates == est.candidates);
+    CHECK(agree == candidates);
+    // Other anchors change the decisions: anchors raised by 1000 (base 2) keep only the anchor region.
+    std::vector<AnchorStats> high = est.anchors;
+    for (AnchorStats& a : high) a.m += 1000.0f;
+    const auto none = reference::anchor_attn_select(w.problem, w.q.view(), w.k.view(), c, high);
+    CHECK(none.selected == 0);
+    CHECK_THROWS_AS(reference::anchor_attn_select(w.problem, w.q.view(), w.k.view(), c, std::vector<AnchorStats>(3)),
+                    Error);
+  }
+}
+
 TEST_CASE("bad AnchorAttention parameters are rejected") {
   const Workload w = llm(100);
   auto bad = [&](auto mutate, const char* field) {

@@ -99,9 +99,12 @@ std::vector<std::string> CudaBackend::not_supported_reasons(const Problem& p, co
   return why;
 }
 
-void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                  const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
-                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv) {
+namespace {
+
+/// The kernels' parameter block for problem p, its tensors (v, o: null views in the statistics pass) and mask.
+FlashParams flash_params(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                         const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
+                         const std::int64_t* cu_kv, int* empty_rows) {
   FlashParams f{};
   f.q = q.data;
   f.k = k.data;
@@ -137,6 +140,15 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.order = dmask.order();
   f.order_blocks = dmask.order_blocks();
   f.total_kv = p.cu_seqlens_kv.empty() ? p.seqlen_kv : p.cu_seqlens_kv.back();
+  return f;
+}
+
+}  // namespace
+
+void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                  const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
+                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv) {
+  FlashParams f = flash_params(p, q, k, v, dmask, o, lse, cu_q, cu_kv, empty_rows);
   const bool bf16 = p.dtype == DType::bf16;
   if (pv != nullptr) {
     if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128))
@@ -155,6 +167,17 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   }
   if (p.head_dim == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);
   else bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
+  check(cudaGetLastError(), "kernel launch");
+}
+
+void state_pass_async(const Problem& p, const TensorView& q, const TensorView& k, const DeviceTileMask& dmask,
+                      SoftmaxState* state, const std::int64_t* cu_q, const std::int64_t* cu_kv, int* empty_rows,
+                      CUstream_st* stream) {
+  FlashParams f = flash_params(p, q, k, TensorView{}, dmask, TensorView{}, nullptr, cu_q, cu_kv, empty_rows);
+  f.state = state;
+  const bool bf16 = p.dtype == DType::bf16;
+  if (p.head_dim == 64) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80_state<__half, 64>(f, stream);
+  else bf16 ? launch_flash_sm80_state<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80_state<__half, 128>(f, stream);
   check(cudaGetLastError(), "kernel launch");
 }
 

@@ -65,6 +65,14 @@ class ExecutorState {
   bool pv_on_ = false;
 };
 
+/// The executor's statistics pass (backend.cu; the mma.sync kernel in its kState mode): per row, the base-2
+/// online-softmax state (m, l) over the keys `mask` keeps for it — the same scores and softmax as attend — into
+/// state[(b·Hq + h)·Nq + i], on `stream`. The anchor passes of SALE and AnchorAttention. Rows past a sequence's
+/// end are not written; a row that sees no kept key gets (−∞, 0) and counts in *empty_rows (device).
+void state_pass_async(const Problem& problem, const TensorView& q, const TensorView& k, const DeviceTileMask& mask,
+                      SoftmaxState* state, const std::int64_t* cu_q, const std::int64_t* cu_kv, int* empty_rows,
+                      cudaStream_t stream);
+
 // One factory per method (its .cu file).
 std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& config, const Problem& problem);
 std::unique_ptr<DeviceEstimator> make_sparge_estimator(const sparge::Config& config, const Problem& problem,
@@ -84,6 +92,21 @@ class BflaEstimator : public DeviceEstimator {
   /// The group-score workspace (workspace_bytes() bytes), for tests that poison it before run().
   virtual float* scores_workspace() const = 0;
 };
+/// AnchorAttention's estimator (anchor_attn.cu); its anchor states are exposed for the GPU tests (tests/gpu), which
+/// check them against the reference's within a rounding bound and the mask against reference::anchor_attn_select
+/// over them.
+class AnchorAttnEstimator : public DeviceEstimator {
+ public:
+  /// The anchor pass's states of the last run(), [(b·Hq + h)·Nq + i] (rows past a sequence's end: whatever the
+  /// workspace held). Waits for `stream`.
+  virtual std::vector<SoftmaxState> anchors(cudaStream_t stream) const = 0;
+  /// The anchor-state workspace (B·Hq·Nq states), for tests that poison it before run().
+  virtual SoftmaxState* anchors_workspace() const = 0;
+};
+std::vector<std::string> anchor_attn_not_supported_reasons(const anchor_attn::Config& config, const Problem& problem);
+std::unique_ptr<AnchorAttnEstimator> make_anchor_attn_estimator(const anchor_attn::Config& config, const Problem& problem,
+                                                                const std::int64_t* cu_q, const std::int64_t* cu_kv);
+
 std::vector<std::string> bfla_not_supported_reasons(const bfla::Config& config, const Problem& problem);
 /// per_query_head: one mask per query head (the reference's option, for analysis and tests); Plan uses false.
 std::unique_ptr<BflaEstimator> make_bfla_estimator(const bfla::Config& config, const Problem& problem,

@@ -33,6 +33,9 @@ struct FlashParams {
   const void* v;
   void* o;
   float* lse;  // optional [B, Hq, Nq] natural-log LSE
+  // Statistics pass (launch_flash_sm80_state): per row (b·Hq + h)·Nq + i its base-2 online-softmax state (m, l)
+  // over the mask's keys, written instead of O (v, o unused). The anchor passes of SALE and AnchorAttention.
+  SoftmaxState* state;
   std::int64_t q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, o_sb, o_sh, o_sn;
   int o_dtype;  // 0 f32, 1 f16, 2 bf16
   int batch, heads_q, heads_kv, seqlen_q, seqlen_kv;  // max lengths
@@ -69,6 +72,10 @@ struct FlashParams {
 
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream);
+/// The statistics pass of flash_sm80: S = QKᵀ over the mask's keys and the online softmax, no PV; writes
+/// params.state (and the LSE / empty-row count like the executor). The same scores and softmax as the executor.
+template <class T, int D>
+void launch_flash_sm80_state(const FlashParams& params, cudaStream_t stream);
 
 /// sm_90a only (call when the device is compute capability 9.0 and params.order is set).
 template <class T, int D>

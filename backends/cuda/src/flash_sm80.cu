@@ -12,7 +12,8 @@ constexpr int kBN = 64;       // keys per chunk
 constexpr int kWarps = 4;     // each warp owns MT × 16 query rows
 constexpr int kThreads = kWarps * 32;
 
-template <class T, int D, int MT, bool kMerged>
+/// kState: the statistics pass (FlashParams::state): no V, no PV, (m, l) written instead of O.
+template <class T, int D, int MT, bool kMerged, bool kState>
 __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams p) {
   constexpr int kBM = kWarps * 16 * MT;  // query rows per CTA
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -46,13 +47,14 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   const bool causal = p.causal != 0;
   const int last_row = min(row0 + kBM, nq) - 1;
   const int limit = mask_policy::block_key_end(last_row, nq, nkv, causal);  // no row of the CTA sees a key past it
-  const int positions = count * p.tile_k;
+  // Tiles ascend: those past the block's key end hold no key it sees (the anchor regions list keys past most rows).
+  const int positions = mask_policy::visited_tiles(tiles, count, p.tile_k, limit) * p.tile_k;
   const int chunks = (positions + kBN - 1) / kBN;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : b * p.q_sb) + h * p.q_sh;
   const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : b * p.k_sb) + hkv * p.k_sh;
-  const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh;
+  const T* vg = kState ? nullptr : static_cast<const T*>(p.v) + (p.cu_kv ? 0 : b * p.v_sb) + hkv * p.v_sh;
 
   // Q tile: rows past the sequence are zero-filled.
   constexpr int kChunksPerRow = D / 8;
@@ -70,7 +72,8 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       const int j = mask_policy::key_at<int>(tiles, count, p.tile_k, chunk * kBN + r, limit);
       const bool ok = j >= 0;
       cp_async16(smem_addr(dk + swz<D>(r, col)), kg + (ok ? (off_kv + j) * p.k_sn + col : 0), ok ? 16 : 0);
-      cp_async16(smem_addr(dv + swz<D>(r, col)), vg + (ok ? (off_kv + j) * p.v_sn + col : 0), ok ? 16 : 0);
+      if constexpr (!kState)
+        cp_async16(smem_addr(dv + swz<D>(r, col)), vg + (ok ? (off_kv + j) * p.v_sn + col : 0), ok ? 16 : 0);
     }
     if (tid < kBN) s_key[buf * kBN + tid] = mask_policy::key_at<int>(tiles, count, p.tile_k, chunk * kBN + tid, limit);
     if constexpr (kMerged) {
@@ -167,33 +170,37 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
           }
         l_run[mt][half] = fma_f32(l_run[mt][half], alpha, sum);
         m_run[mt][half] = m_new;
+        if constexpr (!kState) {
 #pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-          acc_o[mt][dt][2 * half] *= alpha;
-          acc_o[mt][dt][2 * half + 1] *= alpha;
+          for (int dt = 0; dt < D / 8; ++dt) {
+            acc_o[mt][dt][2 * half] *= alpha;
+            acc_o[mt][dt][2 * half + 1] *= alpha;
+          }
         }
       }
 
     // O += P V: P from the S accumulators (the m16n8 C layout is the m16k16 A layout), V via ldmatrix.trans;
     // each V fragment feeds MT MMAs.
+    if constexpr (!kState) {
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      std::uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        std::uint32_t bfrag[4];
-        ldmatrix_x4_trans(bfrag, smem_addr(sv + swz<D>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8)));
+      for (int kk = 0; kk < kBN / 16; ++kk) {
+        std::uint32_t a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          M::mma(acc_o[mt][2 * dp], a[mt], bfrag[0], bfrag[1]);
-          M::mma(acc_o[mt][2 * dp + 1], a[mt], bfrag[2], bfrag[3]);
+          a[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          a[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          a[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          a[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          std::uint32_t bfrag[4];
+          ldmatrix_x4_trans(bfrag, smem_addr(sv + swz<D>(kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8)));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            M::mma(acc_o[mt][2 * dp], a[mt], bfrag[0], bfrag[1]);
+            M::mma(acc_o[mt][2 * dp + 1], a[mt], bfrag[2], bfrag[3]);
+          }
         }
       }
     }
@@ -211,6 +218,13 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const int i = row0 + warp_row + mt * 16 + g + 8 * half;
       if (i >= nq) continue;
+      if constexpr (kState) {
+        if (t4 == 0) {
+          p.state[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] = SoftmaxState{m_run[mt][half], l};
+          finish_row(p, b, h, i, m_run[mt][half], l);
+        }
+        continue;
+      }
       const float inv = mask_policy::empty_row(l) ? 0.0f : 1.0f / l;
       const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
 #pragma unroll
@@ -222,13 +236,13 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
 
 }  // namespace
 
-template <class T, int D, int MT, bool kMerged>
+template <class T, int D, int MT, bool kMerged, bool kState = false>
 void launch(const FlashParams& params, cudaStream_t stream) {
   constexpr int kBM = kWarps * 16 * MT;
   const int smem = (kBM * D + 4 * kBN * D) * static_cast<int>(sizeof(T)) + 4 * kBN * static_cast<int>(sizeof(int));
-  cudaFuncSetAttribute(flash_sm80_kernel<T, D, MT, kMerged>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaFuncSetAttribute(flash_sm80_kernel<T, D, MT, kMerged, kState>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   const dim3 grid((params.seqlen_q + kBM - 1) / kBM, params.heads_q, params.batch);
-  flash_sm80_kernel<T, D, MT, kMerged><<<grid, kThreads, smem, stream>>>(params);
+  flash_sm80_kernel<T, D, MT, kMerged, kState><<<grid, kThreads, smem, stream>>>(params);
 }
 
 /// 128-row CTAs (32 rows per warp: each K/V fragment feeds two MMAs) when the mask's query tiles allow,
@@ -240,6 +254,17 @@ void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
   else launch<T, D, 1, false>(params, stream);
 }
 
+template <class T, int D>
+void launch_flash_sm80_state(const FlashParams& params, cudaStream_t stream) {
+  if (params.item_begin != nullptr) launch<T, D, 1, true, true>(params, stream);
+  else if (params.tile_q % 128 == 0) launch<T, D, 2, false, true>(params, stream);
+  else launch<T, D, 1, false, true>(params, stream);
+}
+
+template void launch_flash_sm80_state<__half, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__half, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 128>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);

@@ -1,0 +1,454 @@
+// AnchorAttention's estimator on the GPU (research/anchorattention.md; the rules: spattn/methods/anchor_attn.hpp).
+// Five steps on the caller's stream (no allocation, no host synchronisation: graph-capturable):
+//   1. anchor pass: the executor's statistics pass (state_pass_async: the mma.sync flash kernel without PV) over the
+//      anchor-region mask — per group, the sink keys and the group's local window; the kernel's causal rule clips
+//      them per row exactly as anchor_attn::row_anchor_region does. That mask depends on the shape only, so it is
+//      built on the host and uploaded once, with the estimator. Each row's anchor is its running max m.
+//   2. pool: the mean query of every pooled block of `block` rows (detail::pool_kernel: pooling.hpp's order, the
+//      reference's bits);
+//   3. anchor means: ā of every pooled block, column_mean of its rows' anchors (the reference's order);
+//   4. stripes: for every (group, candidate key) the decision anchor_attn::stripe_selected(q̄·k·scale·log2 e, θ, ā)
+//      of each pooled block, OR-ed over the group's blocks into one bit per key. The products run on the tensor
+//      cores (mma.sync m16n8k16, fp32 accumulate): q̄ (fp32) is split into three fp16/bf16 pieces whose sum is q̄ up
+//      to the last bits (hi = RN(q̄), mid = RN(q̄ − hi), lo = RN(q̄ − hi − mid)), K is exact in its input type, so
+//      the score differs from the reference's fixed-order dot_lanes8 by fp32 accumulation rounding only. One CTA
+//      takes up to 4 query heads of one KV head (K loaded once for them) × 1024 keys of one group;
+//   5. write: per (batch, query head, group) the row sink, kept candidates before the window, the window, kept
+//      candidates after it (non-causal), ascending, into the DeviceTileMask (tile_q = block·step, tile_k = 1).
+// The anchors (step 1, fp32 tensor-core sums) and the stripe scores (step 4) are the two values computed in another
+// order than the reference's: decisions may differ from the reference's where |margin| is within their rounding
+// (tests/gpu: anchors within their bound, then every decision against reference::anchor_attn_select over the device's
+// anchors, within the score bound). Everything else is the reference's arithmetic (--fmad=false).
+// Workspace: anchor states B·Hq·Nq, pooled means B·Hq·⌈Nq/block⌉·(D + 1) floats, the decision bits
+// B·Hq·groups·⌈Nkv/32⌉ words, and the anchor-region mask.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "device_common.cuh"
+#include "device_memory.cuh"
+#include "estimate.cuh"
+#include "estimators.cuh"
+#include "spattn/methods/anchor_attn.hpp"
+#include "spattn/pooling.hpp"
+
+namespace spattn::cuda {
+namespace {
+
+using detail::check;
+using detail::DeviceArray;
+using detail::Rows;
+using detail::Seqs;
+
+constexpr int kPoolThreads = 128, kWriteThreads = 256;
+constexpr int kStripeWarps = 4, kStripeThreads = kStripeWarps * 32;
+constexpr int kChunk = kStripeWarps * 32;  ///< keys per stripe-kernel step: 32 per warp
+constexpr int kCtaKeys = 1024;             ///< keys per stripe CTA (its A operand is loaded once for them)
+constexpr int kMaxMTiles = 4;              ///< pooled rows per stripe CTA: up to 4 × 16
+constexpr int kPieces = 3;
+
+/// Heads per stripe CTA: the most of 4, 2, 1 that divides the GQA ratio and whose pooled rows fit kMaxMTiles.
+int heads_per_cta(std::int64_t ratio, int m_tiles) {
+  for (int h : {4, 2, 1})
+    if (ratio % h == 0 && h * m_tiles <= kMaxMTiles) return h;
+  return 1;
+}
+int m_tiles_of(const anchor_attn::Config& c) { return (c.step + 15) / 16; }
+
+/// The anchor-region mask: per (batch, KV head, group) the sink keys and the group's local window (anchor_attn::
+/// group_keys), tile_k = 1; rows past a sequence's end are empty.
+TileMask region_mask(const Problem& p, const anchor_attn::Config& c) {
+  const std::int32_t g = c.group_rows();
+  const MaskShape shape = MaskShape::of(p, g, 1, /*per KV head: the region does not depend on the head*/ true);
+  std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
+    for (std::int64_t t = 0; t * g < nq; ++t) {
+      const std::int64_t first = t * g, last = std::min(first + g, nq) - 1;
+      const anchor_attn::GroupKeys keys = anchor_attn::group_keys(c.n_sink, c.local_lead, g, first, last, nq, nkv, p.causal);
+      std::vector<std::int32_t> row;
+      for (std::int64_t j = 0; j < keys.sink_end; ++j) row.push_back(static_cast<std::int32_t>(j));
+      for (std::int64_t j = keys.local.begin; j < keys.local.end; ++j) row.push_back(static_cast<std::int32_t>(j));
+      for (std::int64_t h = 0; h < shape.mask_heads; ++h) rows[static_cast<std::size_t>((b * shape.mask_heads + h) * shape.num_q_tiles() + t)] = row;
+    }
+  }
+  return TileMask::from_rows(shape, std::move(rows));
+}
+
+struct Geometry {
+  Seqs seqs;
+  int heads_q, heads_kv, d, block, step, group;
+  std::int64_t n_sink, local_lead;
+  int slots;   ///< pooled blocks per (b, hq): ⌈Nq/block⌉
+  int groups;  ///< ⌈Nq/group⌉
+  int words;   ///< ⌈Nkv/32⌉
+  __device__ anchor_attn::GroupKeys keys(int b, int t, std::int64_t nq, std::int64_t nkv) const {
+    const std::int64_t first = static_cast<std::int64_t>(t) * group, last = (first + group < nq ? first + group : nq) - 1;
+    return anchor_attn::group_keys(n_sink, local_lead, group, first, last, nq, nkv, seqs.causal);
+  }
+};
+
+/// ā of pooled block blk (grid-stride over B·Hq·slots): column_mean of its rows' anchors (m of the anchor states).
+__global__ void anchor_mean_kernel(Geometry a, const SoftmaxState* state, float* abar) {
+  const std::int64_t total = static_cast<std::int64_t>(a.seqs.batch) * a.heads_q * a.slots;
+  for (std::int64_t e = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t bh = e / a.slots, blk = e % a.slots, b = bh / a.heads_q;
+    const std::int64_t nq = a.seqs.len_q(static_cast<int>(b)), first = blk * a.block;
+    if (first >= nq) continue;
+    const std::int64_t count = nq - first < a.block ? nq - first : a.block;
+    const SoftmaxState* rows = state + bh * a.seqs.nq + first;
+    abar[e] = column_mean([&](std::int64_t r) { return rows[r].m; }, count);
+  }
+}
+
+/// fp32 x as three T pieces (hi, mid, lo), each the round-to-nearest of what the ones before leave.
+template <class T>
+__device__ __forceinline__ void split3(float x, T* piece) {
+  float rest = x;
+#pragma unroll
+  for (int i = 0; i < kPieces; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {
+      piece[i] = __float2half_rn(rest);
+      rest = rest - __half2float(piece[i]);
+    } else {
+      piece[i] = __float2bfloat16_rn(rest);
+      rest = rest - __bfloat162float(piece[i]);
+    }
+  }
+}
+
+struct StripeArgs {
+  Geometry g;
+  int heads_per_cta, m_tiles;
+  float scale_log2, theta2;
+  const float* qbar;      ///< [(b·Hq + h)·slots + blk][d]
+  const float* abar;      ///< [(b·Hq + h)·slots + blk]
+  std::uint32_t* keep;    ///< [((b·Hq + h)·groups + t)·words + w]: bit j % 32 of word j / 32 = key j selected
+};
+
+/// One CTA: query heads [h0, h0 + heads_per_cta) of one KV head (blockIdx.z), group blockIdx.y, keys
+/// [blockIdx.x·kCtaKeys, + kCtaKeys). Warp w scores keys c0 + 32w … + 31 of each 128-key step against every pooled
+/// row of the CTA (m-tile = 16 pooled blocks of one head) and writes one decision word per (head, 32 keys).
+template <class T, int D>
+__global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, StripeArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kRows = kMaxMTiles * 16;
+  T* s_a = reinterpret_cast<T*>(smem_raw);              // kPieces × kRows × D
+  T* s_k = s_a + kPieces * kRows * D;                   // 2 × kChunk × D
+  float* s_abar = reinterpret_cast<float*>(s_k + 2 * kChunk * D);  // kRows
+  const Geometry& g = a.g;
+  const int per_kv = g.heads_q / g.heads_kv / a.heads_per_cta;
+  const int b = static_cast<int>(blockIdx.z) / (g.heads_kv * per_kv);
+  const int rest = static_cast<int>(blockIdx.z) % (g.heads_kv * per_kv);
+  const int hkv = rest / per_kv, h0 = hkv * (g.heads_q / g.heads_kv) + (rest % per_kv) * a.heads_per_cta;
+  const int t = static_cast<int>(blockIdx.y);
+  const std::int64_t nq = g.seqs.len_q(b), nkv = g.seqs.len_kv(b);
+  if (static_cast<std::int64_t>(t) * g.group >= nq) return;
+  const anchor_attn::GroupKeys keys = g.keys(b, t, nq, nkv);
+  const std::int64_t lo = static_cast<std::int64_t>(blockIdx.x) * kCtaKeys;
+  const std::int64_t hi = lo + kCtaKeys < nkv ? lo + kCtaKeys : nkv;
+  const bool before = lo < keys.candidates_end && hi > keys.sink_end, after = hi > keys.after_begin;
+  if (lo >= hi || !(before || after)) return;  // no candidate key here
+  const std::int64_t end = after ? hi : (keys.candidates_end < hi ? keys.candidates_end : hi);
+  const std::int64_t first_row = static_cast<std::int64_t>(t) * g.group;
+  const int blocks = static_cast<int>((((nq - first_row) < g.group ? nq - first_row : g.group) + g.block - 1) / g.block);
+  const int rows = a.heads_per_cta * a.m_tiles * 16;
+
+  // A operand: the pooled queries, split in three pieces; rows past the group's blocks are zeros (never decide).
+  for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
+    const int r = e / D, c = e % D, hh = r / (a.m_tiles * 16), blk = r % (a.m_tiles * 16);
+    float v = 0.0f;
+    if (blk < blocks)
+      v = a.qbar[((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk) * D + c];
+    T piece[kPieces];
+    split3(v, piece);
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) s_a[i * kRows * D + detail::swz<D>(r, c)] = piece[i];
+  }
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int hh = r / (a.m_tiles * 16), blk = r % (a.m_tiles * 16);
+    s_abar[r] = blk < blocks ? a.abar[(static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk] : 0.0f;
+  }
+  constexpr int kPiecesPerRow = D / 8;
+  auto load = [&](std::int64_t c0, int buf) {
+    T* dst = s_k + buf * kChunk * D;
+    for (int p = threadIdx.x; p < kChunk * kPiecesPerRow; p += blockDim.x) {
+      const int r = p / kPiecesPerRow, col = (p % kPiecesPerRow) * 8;
+      const bool ok = c0 + r < nkv;
+      detail::cp_async16(detail::smem_addr(dst + detail::swz<D>(r, col)), ok ? k.row(b, hkv, c0 + r) + col : k.data,
+                         ok ? 16 : 0);
+    }
+  };
+  load(lo, 0);
+  detail::cp_async_commit();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t4 = lane % 4;
+  const int mts = a.heads_per_cta * a.m_tiles;
+  using M = detail::MmaType<T>;
+  int buf = 0;
+  for (std::int64_t c0 = lo; c0 < end; c0 += kChunk, buf ^= 1) {
+    if (c0 + kChunk < end) load(c0 + kChunk, buf ^ 1);
+    detail::cp_async_commit();
+    detail::cp_async_wait<1>();
+    __syncthreads();
+    const T* sk = s_k + buf * kChunk * D;
+    float acc[kMaxMTiles][4][4];
+#pragma unroll
+    for (int mt = 0; mt < kMaxMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      std::uint32_t bf[2][4];
+#pragma unroll
+      for (int np = 0; np < 2; ++np)
+        detail::ldmatrix_x4(bf[np], detail::smem_addr(sk + detail::swz<D>(warp * 32 + np * 16 + (lane / 16) * 8 + (lane % 8),
+                                                                           ks * 16 + ((lane / 8) % 2) * 8)));
+#pragma unroll
+      for (int mt = 0; mt < kMaxMTiles; ++mt) {
+        if (mt >= mts) break;
+#pragma unroll
+        for (int i = 0; i < kPieces; ++i) {
+          std::uint32_t af[4];
+          detail::ldmatrix_x4(af, detail::smem_addr(s_a + i * kRows * D +
+                                                    detail::swz<D>(mt * 16 + (lane % 16), ks * 16 + (lane / 16) * 8)));
+#pragma unroll
+          for (int np = 0; np < 2; ++np) {
+            M::mma(acc[mt][2 * np], af, bf[np][0], bf[np][1]);
+            M::mma(acc[mt][2 * np + 1], af, bf[np][2], bf[np][3]);
+          }
+        }
+      }
+    }
+    // Decisions: rows gq and gq + 8 of each m-tile, keys 8·nt + 2·t4 + e of the warp's 32; OR over the head's rows.
+    std::uint32_t word = 0;
+#pragma unroll
+    for (int mt = 0; mt < kMaxMTiles; ++mt) {
+      if (mt >= mts) break;
+      std::uint32_t bits = 0;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = mt * 16 + gq + 8 * half;
+        if ((r % (a.m_tiles * 16)) >= blocks) continue;
+        const float abar = s_abar[r];
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (anchor_attn::stripe_selected(acc[mt][nt][2 * half + e] * a.scale_log2, a.theta2, abar))
+              bits |= 1u << (nt * 8 + 2 * t4 + e);
+      }
+      word |= __reduce_or_sync(0xffffffffu, bits);
+      if ((mt + 1) % a.m_tiles == 0) {  // the head's last m-tile
+        if (lane == 0 && c0 + warp * 32 < nkv) {
+          const int hh = mt / a.m_tiles;
+          a.keep[((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.groups + t) * g.words + (c0 + warp * 32) / 32] = word;
+        }
+        word = 0;
+      }
+    }
+    __syncthreads();  // the buffer is refilled by the next step's prefetch
+  }
+  detail::cp_async_wait<0>();
+}
+
+/// Calls emit(at, j) for the keys j in [lo, hi) whose bit is set in `words`, at = 0, 1, … ascending; returns their
+/// count (to every thread). `scan` holds blockDim.x ints.
+template <class Emit>
+__device__ int compact_bits(const std::uint32_t* words, std::int64_t lo, std::int64_t hi, int* scan, Emit emit) {
+  if (hi <= lo) return 0;
+  const std::int64_t w0 = lo / 32, w1 = (hi + 31) / 32, n = w1 - w0;
+  const auto word = [&](std::int64_t w) {
+    std::uint32_t x = words[w];
+    const std::int64_t first = w * 32;
+    if (first < lo) x &= ~0u << (lo - first);
+    if (first + 32 > hi) x &= hi - first >= 32 ? ~0u : ((1u << (hi - first)) - 1u);
+    return x;
+  };
+  const std::int64_t per = (n + blockDim.x - 1) / blockDim.x, a = w0 + threadIdx.x * per;
+  const std::int64_t z = a + per < w1 ? a + per : w1;
+  int mine = 0;
+  for (std::int64_t w = a; w < z; ++w) mine += __popc(word(w));
+  __syncthreads();
+  scan[threadIdx.x] = mine;
+  __syncthreads();
+  for (int o = 1; o < static_cast<int>(blockDim.x); o <<= 1) {  // inclusive Hillis–Steele scan
+    const int add = threadIdx.x >= static_cast<unsigned>(o) ? scan[threadIdx.x - o] : 0;
+    __syncthreads();
+    scan[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int at = scan[threadIdx.x] - mine;
+  for (std::int64_t w = a; w < z; ++w)
+    for (std::uint32_t x = word(w); x != 0; x &= x - 1) emit(at++, w * 32 + __ffs(x) - 1);
+  const int total = scan[blockDim.x - 1];
+  __syncthreads();
+  return total;
+}
+
+struct WriteArgs {
+  Geometry g;
+  const std::uint32_t* keep;
+  const std::int64_t* row_begin;
+  std::int64_t* row_end;
+  std::int32_t* tiles;
+};
+
+/// One CTA per (batch·query head blockIdx.y, group blockIdx.x): the mask row, ascending.
+__global__ void __launch_bounds__(kWriteThreads) write_kernel(WriteArgs a) {
+  __shared__ int scan[kWriteThreads];
+  const Geometry& g = a.g;
+  const int bh = static_cast<int>(blockIdx.y), b = bh / g.heads_q, t = static_cast<int>(blockIdx.x);
+  const std::int64_t row = static_cast<std::int64_t>(bh) * g.groups + t;
+  const std::int64_t nq = g.seqs.len_q(b), nkv = g.seqs.len_kv(b);
+  std::int32_t* out = a.tiles + a.row_begin[row];
+  if (static_cast<std::int64_t>(t) * g.group >= nq) {
+    if (threadIdx.x == 0) a.row_end[row] = a.row_begin[row];
+    return;
+  }
+  const anchor_attn::GroupKeys keys = g.keys(b, t, nq, nkv);
+  const std::uint32_t* words = a.keep + row * g.words;
+  for (std::int64_t j = threadIdx.x; j < keys.sink_end; j += blockDim.x) out[j] = static_cast<std::int32_t>(j);
+  std::int32_t* before = out + keys.sink_end;
+  const int kept_before = compact_bits(words, keys.sink_end, keys.candidates_end, scan,
+                                       [&](int i, std::int64_t j) { before[i] = static_cast<std::int32_t>(j); });
+  std::int32_t* window = before + kept_before;
+  for (std::int64_t j = keys.local.begin + threadIdx.x; j < keys.local.end; j += blockDim.x)
+    window[j - keys.local.begin] = static_cast<std::int32_t>(j);
+  std::int32_t* after = window + (keys.local.end - keys.local.begin);
+  const int kept_after = compact_bits(words, keys.after_begin, nkv, scan,
+                                      [&](int i, std::int64_t j) { after[i] = static_cast<std::int32_t>(j); });
+  if (threadIdx.x == 0) a.row_end[row] = a.row_begin[row] + (after - out) + kept_after;
+}
+
+std::size_t stripe_bytes(int d) {
+  return static_cast<std::size_t>(kPieces * kMaxMTiles * 16 * d + 2 * kChunk * d) * 2 + kMaxMTiles * 16 * sizeof(float);
+}
+
+class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
+ public:
+  AnchorAttnEstimatorImpl(const anchor_attn::Config& c, const Problem& p, const std::int64_t* cu_q,
+                          const std::int64_t* cu_kv)
+      : c_(c), p_(p), shape_(MaskShape::of(p, c.group_rows(), 1)), region_(region_mask(p, c)), cu_q_(cu_q), cu_kv_(cu_kv) {
+    g_.seqs = Seqs::of(p, cu_q, cu_kv);
+    g_.heads_q = static_cast<int>(p.heads_q);
+    g_.heads_kv = static_cast<int>(p.heads_kv);
+    g_.d = static_cast<int>(p.head_dim);
+    g_.block = c.block;
+    g_.step = c.step;
+    g_.group = c.group_rows();
+    g_.n_sink = c.n_sink;
+    g_.local_lead = c.local_lead;
+    g_.slots = static_cast<int>((p.seqlen_q + c.block - 1) / c.block);
+    g_.groups = static_cast<int>(shape_.num_q_tiles());
+    g_.words = static_cast<int>((p.seqlen_kv + 31) / 32);
+    const auto bh = static_cast<std::size_t>(p.batch * p.heads_q);
+    state_.allocate(bh * static_cast<std::size_t>(p.seqlen_q));
+    qbar_.allocate(bh * g_.slots * static_cast<std::size_t>(p.head_dim));
+    abar_.allocate(bh * g_.slots);
+    keep_.allocate(bh * g_.groups * static_cast<std::size_t>(g_.words));
+    empty_.allocate(1);
+    if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
+    else set_limits<__half>();
+  }
+
+  MaskShape shape() const override { return shape_; }
+  std::size_t workspace_bytes() const override {
+    return state_.bytes() + qbar_.bytes() + abar_.bytes() + keep_.bytes() + empty_.bytes() + region_.bytes();
+  }
+  void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
+    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
+    else launch<__half>(q, k, mask, stream);
+  }
+  std::vector<SoftmaxState> anchors(cudaStream_t stream) const override {
+    std::vector<SoftmaxState> out(state_.n);
+    check(cudaStreamSynchronize(stream), "synchronize");
+    check(cudaMemcpy(out.data(), state_.ptr, state_.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    out.resize(static_cast<std::size_t>(p_.batch * p_.heads_q * p_.seqlen_q));
+    return out;
+  }
+  SoftmaxState* anchors_workspace() const override { return state_.ptr; }
+
+ private:
+  template <class T>
+  void set_limits() {
+    check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(detail::pool_bytes(c_.block, p_.head_dim))),
+          "shared memory");
+    const int d = static_cast<int>(p_.head_dim);
+    if (d == 64) check(cudaFuncSetAttribute(stripe_kernel<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stripe_bytes(64))), "shared memory");
+    else check(cudaFuncSetAttribute(stripe_kernel<T, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stripe_bytes(128))), "shared memory");
+  }
+
+  template <class T>
+  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) {
+    const auto bq = static_cast<unsigned>(p_.batch);
+    const int hq = g_.heads_q, d = g_.d;
+    if (g_.groups == 0) return;
+    check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
+    state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
+    const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, g_.seqs.cu_q};
+    const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, g_.seqs.cu_kv};
+    detail::pool_kernel<T><<<dim3(g_.slots, bq * hq), kPoolThreads, detail::pool_bytes(c_.block, d), stream>>>(
+        qr, g_.seqs, true, hq, c_.block, d, g_.slots, nullptr, qbar_.ptr, nullptr);
+    const std::int64_t means = static_cast<std::int64_t>(bq) * hq * g_.slots;
+    anchor_mean_kernel<<<static_cast<unsigned>(std::min<std::int64_t>((means + 255) / 256, 4096)), 256, 0, stream>>>(
+        g_, state_.ptr, abar_.ptr);
+    StripeArgs s{};
+    s.g = g_;
+    s.m_tiles = m_tiles_of(c_);
+    s.heads_per_cta = heads_per_cta(p_.heads_q / p_.heads_kv, s.m_tiles);
+    s.scale_log2 = scale_log2(p_.softmax_scale());
+    s.theta2 = anchor_attn::theta_log2(c_.theta);
+    s.qbar = qbar_.ptr;
+    s.abar = abar_.ptr;
+    s.keep = keep_.ptr;
+    const dim3 grid(static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys), static_cast<unsigned>(g_.groups),
+                    bq * static_cast<unsigned>(hq / s.heads_per_cta));
+    if (d == 64) stripe_kernel<T, 64><<<grid, kStripeThreads, stripe_bytes(64), stream>>>(kr, s);
+    else stripe_kernel<T, 128><<<grid, kStripeThreads, stripe_bytes(128), stream>>>(kr, s);
+    WriteArgs w{g_, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
+    write_kernel<<<dim3(static_cast<unsigned>(g_.groups), bq * hq), kWriteThreads, 0, stream>>>(w);
+    check(cudaGetLastError(), "kernel launch");
+    mask.build_work_order(stream);
+  }
+
+  anchor_attn::Config c_;
+  Problem p_;
+  MaskShape shape_;
+  DeviceTileMask region_;
+  const std::int64_t* cu_q_;
+  const std::int64_t* cu_kv_;
+  Geometry g_{};
+  DeviceArray<SoftmaxState> state_;
+  DeviceArray<float> qbar_, abar_;
+  DeviceArray<std::uint32_t> keep_;
+  DeviceArray<int> empty_;
+};
+
+}  // namespace
+
+std::vector<std::string> anchor_attn_not_supported_reasons(const anchor_attn::Config& c, const Problem& p) {
+  std::vector<std::string> why;
+  if (p.head_dim != 64 && p.head_dim != 128) why.push_back("the CUDA AnchorAttention estimator needs head_dim 64 or 128");
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA AnchorAttention estimator needs f16 or bf16 inputs");
+  if (c.group_rows() % 64 != 0)
+    why.push_back("the CUDA AnchorAttention estimator needs block·step (the group) a multiple of 64 (the executor's query tiles)");
+  if (c.step > 16 * kMaxMTiles) why.push_back("the CUDA AnchorAttention estimator takes step <= 64 pooled blocks per group");
+  if (detail::pool_bytes(c.block, p.head_dim) > detail::kMaxSharedBytes)
+    why.push_back("the CUDA AnchorAttention estimator's pooled blocks (block × head_dim) do not fit in shared memory");
+  if (p.seqlen_kv >= (std::int64_t{1} << 31)) why.push_back("the CUDA AnchorAttention estimator needs Nkv < 2^31");
+  const std::int64_t groups = (p.seqlen_q + c.group_rows() - 1) / c.group_rows();
+  if (groups > 65535 || p.batch * p.heads_q > 65535)
+    why.push_back("the CUDA AnchorAttention estimator takes at most 65535 groups and 65535 (batch, head) pairs");
+  return why;
+}
+
+std::unique_ptr<AnchorAttnEstimator> make_anchor_attn_estimator(const anchor_attn::Config& c, const Problem& p,
+                                                                const std::int64_t* cu_q, const std::int64_t* cu_kv) {
+  return std::make_unique<AnchorAttnEstimatorImpl>(c, p, cu_q, cu_kv);
+}
+
+}  // namespace spattn::cuda
