@@ -266,8 +266,8 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
 ///      (ex2.approx and fp32 sums over ≤ 2304 keys). A missing or extra key moves l by ≳ 1/2304 = 4e-4.
 ///  (b) the stripes: the device mask against reference::anchor_attn_select over the DEVICE's anchors. Sink and
 ///      window keys must agree exactly; a candidate may differ only where the reference's margin is within the score
-///      bound 4·D·2⁻²⁴·scale·log2e·max_r Σ_e |q̄_re·k_je| + 2⁻²⁴·scale·log2e·Σ_e |k_je| (the three-piece split of q̄:
-///      fp16's last piece may be subnormal) + 4·2⁻²⁴·|ā|.
+///      bound (4·D·2⁻²⁴ + 2⁻¹⁸)·scale·log2e·max_r Σ_e |q̄_re·k_je| (the fp32 sums, then the two-piece split of q̄, within
+///      2⁻¹⁸·|q̄| in bf16) + 2⁻²⁴·scale·log2e·Σ_e |k_je| (fp16's low piece may be subnormal) + 64·2⁻²⁴·(|margin| + 1).
 /// The anchor workspace and the mask are poisoned before the run.
 TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, stripes within the score bound") {
   CudaMemory memory;
@@ -376,7 +376,7 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
               double mag = 0.0;
               for (std::int64_t e = 0; e < d; ++e)
                 mag += std::fabs(double(qbar[static_cast<std::size_t>(r * d + e)]) * double(kr[static_cast<std::size_t>(j * d + e)]));
-              bound = std::max(bound, 4.0 * double(d) * u * sl * mag);
+              bound = std::max(bound, (4.0 * double(d) * u + std::ldexp(1.0, -18)) * sl * mag);
             }
             bound += u * sl * ksum + 64.0 * u * (std::fabs(double(m)) + 1.0);
             if (!(std::fabs(double(m)) <= bound)) ++outside;

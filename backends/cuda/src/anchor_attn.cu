@@ -9,10 +9,10 @@
 //   3. anchor means: ā of every pooled block, column_mean of its rows' anchors (the reference's order);
 //   4. stripes: for every (group, candidate key) the decision anchor_attn::stripe_selected(q̄·k·scale·log2 e, θ, ā)
 //      of each pooled block, OR-ed over the group's blocks into one bit per key. The products run on the tensor
-//      cores (mma.sync m16n8k16, fp32 accumulate): q̄ (fp32) is split into three fp16/bf16 pieces whose sum is q̄ up
-//      to the last bits (hi = RN(q̄), mid = RN(q̄ − hi), lo = RN(q̄ − hi − mid)), K is exact in its input type, so
-//      the score differs from the reference's fixed-order dot_lanes8 by fp32 accumulation rounding only. One CTA
-//      takes up to 4 query heads of one KV head (K loaded once for them) × 1024 keys of one group;
+//      cores (mma.sync m16n8k16, fp32 accumulate): q̄ (fp32) is split into two fp16/bf16 pieces whose sum is q̄
+//      within 2⁻¹⁸·|q̄| (hi = RN(q̄), lo = RN(q̄ − hi)), K is exact in its input type, so the score differs from the
+//      reference's fixed-order dot_lanes8 by about the fp32 sums' own rounding. One CTA takes up to 4 query heads of
+//      one KV head (K loaded once for them) × 1024 keys of one group, each warp's A fragments held in registers;
 //   5. write: per (batch, query head, group) the row sink, kept candidates before the window, the window, kept
 //      candidates after it (non-causal), ascending, into the DeviceTileMask (tile_q = block·step, tile_k = 1).
 // The anchors (step 1, fp32 tensor-core sums) and the stripe scores (step 4) are the two values computed in another
@@ -46,7 +46,7 @@ constexpr int kStripeWarps = 4, kStripeThreads = kStripeWarps * 32;
 constexpr int kChunk = kStripeWarps * 32;  ///< keys per stripe-kernel step: 32 per warp
 constexpr int kCtaKeys = 1024;             ///< keys per stripe CTA (its A operand is loaded once for them)
 constexpr int kMaxMTiles = 4;              ///< pooled rows per stripe CTA: up to 4 × 16
-constexpr int kPieces = 3;
+constexpr int kPieces = 2;
 
 /// Heads per stripe CTA: the most of 4, 2, 1 that divides the GQA ratio and whose pooled rows fit kMaxMTiles.
 int heads_per_cta(std::int64_t ratio, int m_tiles) {
@@ -103,9 +103,10 @@ __global__ void anchor_mean_kernel(Geometry a, const SoftmaxState* state, float*
   }
 }
 
-/// fp32 x as three T pieces (hi, mid, lo), each the round-to-nearest of what the ones before leave.
+/// fp32 x as kPieces T pieces, each the round-to-nearest of what the ones before leave: with two, their sum is x
+/// within 2⁻¹⁸·|x| (bf16) or 2⁻²²·|x| (fp16, before underflow) — below the fp32 sums' own rounding bound at D ≥ 64.
 template <class T>
-__device__ __forceinline__ void split3(float x, T* piece) {
+__device__ __forceinline__ void split(float x, T* piece) {
   float rest = x;
 #pragma unroll
   for (int i = 0; i < kPieces; ++i) {
@@ -128,16 +129,20 @@ struct StripeArgs {
   std::uint32_t* keep;    ///< [((b·Hq + h)·groups + t)·words + w]: bit j % 32 of word j / 32 = key j selected
 };
 
+/// The CTA's m-tiles (16 pooled rows of one head each) and how its 4 warps share a 128-key step: warp w takes m-tile
+/// w % mts and the (w / mts)-th of 4 / mts key slices (NT = 16 / slices n8 tiles); with 3 m-tiles warp 3 idles.
+SPATTN_HD inline int slices_of(int mts) { return mts == 1 ? 4 : mts == 2 ? 2 : 1; }
+
 /// One CTA: query heads [h0, h0 + heads_per_cta) of one KV head (blockIdx.z), group blockIdx.y, keys
-/// [blockIdx.x·kCtaKeys, + kCtaKeys). Warp w scores keys c0 + 32w … + 31 of each 128-key step against every pooled
-/// row of the CTA (m-tile = 16 pooled blocks of one head) and writes one decision word per (head, 32 keys).
-template <class T, int D>
+/// [blockIdx.x·kCtaKeys, + kCtaKeys), 128 keys per step (K double-buffered by cp.async). Each warp keeps its m-tile's
+/// A fragments (the pieces of q̄) in registers for the whole CTA and scores NT·8 keys per step; the decisions of a
+/// head's m-tiles are OR-ed in shared memory into one word per 32 keys.
+template <class T, int D, int NT>
 __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, StripeArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  constexpr int kRows = kMaxMTiles * 16;
-  T* s_a = reinterpret_cast<T*>(smem_raw);              // kPieces × kRows × D
-  T* s_k = s_a + kPieces * kRows * D;                   // 2 × kChunk × D
-  float* s_abar = reinterpret_cast<float*>(s_k + 2 * kChunk * D);  // kRows
+  T* s_k = reinterpret_cast<T*>(smem_raw);                         // 2 × kChunk × D; A is staged in buffer 1 first
+  float* s_abar = reinterpret_cast<float*>(s_k + 2 * kChunk * D);  // kMaxMTiles × 16
+  __shared__ std::uint32_t s_words[kMaxMTiles][kChunk / 32];
   const Geometry& g = a.g;
   const int per_kv = g.heads_q / g.heads_kv / a.heads_per_cta;
   const int b = static_cast<int>(blockIdx.z) / (g.heads_kv * per_kv);
@@ -154,23 +159,8 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
   const std::int64_t end = after ? hi : (keys.candidates_end < hi ? keys.candidates_end : hi);
   const std::int64_t first_row = static_cast<std::int64_t>(t) * g.group;
   const int blocks = static_cast<int>((((nq - first_row) < g.group ? nq - first_row : g.group) + g.block - 1) / g.block);
-  const int rows = a.heads_per_cta * a.m_tiles * 16;
+  const int mts = a.heads_per_cta * a.m_tiles, rows = mts * 16, per_head = a.m_tiles * 16;
 
-  // A operand: the pooled queries, split in three pieces; rows past the group's blocks are zeros (never decide).
-  for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
-    const int r = e / D, c = e % D, hh = r / (a.m_tiles * 16), blk = r % (a.m_tiles * 16);
-    float v = 0.0f;
-    if (blk < blocks)
-      v = a.qbar[((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk) * D + c];
-    T piece[kPieces];
-    split3(v, piece);
-#pragma unroll
-    for (int i = 0; i < kPieces; ++i) s_a[i * kRows * D + detail::swz<D>(r, c)] = piece[i];
-  }
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int hh = r / (a.m_tiles * 16), blk = r % (a.m_tiles * 16);
-    s_abar[r] = blk < blocks ? a.abar[(static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk] : 0.0f;
-  }
   constexpr int kPiecesPerRow = D / 8;
   auto load = [&](std::int64_t c0, int buf) {
     T* dst = s_k + buf * kChunk * D;
@@ -184,8 +174,40 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
   load(lo, 0);
   detail::cp_async_commit();
 
+  // A operand, staged in K buffer 1 (kPieces × 64 rows × D fits its kChunk × D): the pooled queries split in pieces;
+  // rows past the group's blocks are zeros (they never decide).
+  T* s_a = s_k + kChunk * D;
+  static_assert(kPieces * kMaxMTiles * 16 <= kChunk, "the A pieces are staged in one K buffer");
+  for (int e = threadIdx.x; e < rows * D; e += blockDim.x) {
+    const int r = e / D, c = e % D, hh = r / per_head, blk = r % per_head;
+    const float v = blk < blocks ? a.qbar[((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk) * D + c]
+                                 : 0.0f;
+    T piece[kPieces];
+    split(v, piece);
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) s_a[(i * kMaxMTiles * 16) * D + detail::swz<D>(r, c)] = piece[i];
+  }
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int hh = r / per_head, blk = r % per_head;
+    s_abar[r] = blk < blocks ? a.abar[(static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk] : 0.0f;
+  }
+  for (int e = threadIdx.x; e < kMaxMTiles * (kChunk / 32); e += blockDim.x) s_words[e / (kChunk / 32)][e % (kChunk / 32)] = 0;
+  __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t4 = lane % 4;
-  const int mts = a.heads_per_cta * a.m_tiles;
+  const int slices = slices_of(mts), mt = warp % mts, slice = warp / mts;
+  const bool active = slice < slices;
+  std::uint32_t af[D / 16][kPieces][4];
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i)
+      detail::ldmatrix_x4(af[ks][i], detail::smem_addr(s_a + (i * kMaxMTiles * 16) * D +
+                                                       detail::swz<D>(mt * 16 + (lane % 16), ks * 16 + (lane / 16) * 8)));
+  const int r0 = mt * 16 + gq, blk0 = r0 % per_head, hh = mt / a.m_tiles;
+  const bool valid[2] = {blk0 < blocks, blk0 + 8 < blocks};
+  const float abar[2] = {s_abar[r0], s_abar[r0 + 8]};
+  __syncthreads();  // A is in registers: buffer 1 takes keys from here on
+
   using M = detail::MmaType<T>;
   int buf = 0;
   for (std::int64_t c0 = lo; c0 < end; c0 += kChunk, buf ^= 1) {
@@ -193,63 +215,51 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
     detail::cp_async_commit();
     detail::cp_async_wait<1>();
     __syncthreads();
-    const T* sk = s_k + buf * kChunk * D;
-    float acc[kMaxMTiles][4][4];
+    if (active) {
+      const T* sk = s_k + buf * kChunk * D + slice * (NT * 8) * D;
+      float acc[NT][4];
 #pragma unroll
-    for (int mt = 0; mt < kMaxMTiles; ++mt)
+      for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+      for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      std::uint32_t bf[2][4];
+        for (int np = 0; np < NT / 2; ++np) {
+          std::uint32_t bf[4];
+          detail::ldmatrix_x4(bf, detail::smem_addr(sk + detail::swz<D>(np * 16 + (lane / 16) * 8 + (lane % 8),
+                                                                        ks * 16 + ((lane / 8) % 2) * 8)));
 #pragma unroll
-      for (int np = 0; np < 2; ++np)
-        detail::ldmatrix_x4(bf[np], detail::smem_addr(sk + detail::swz<D>(warp * 32 + np * 16 + (lane / 16) * 8 + (lane % 8),
-                                                                           ks * 16 + ((lane / 8) % 2) * 8)));
-#pragma unroll
-      for (int mt = 0; mt < kMaxMTiles; ++mt) {
-        if (mt >= mts) break;
-#pragma unroll
-        for (int i = 0; i < kPieces; ++i) {
-          std::uint32_t af[4];
-          detail::ldmatrix_x4(af, detail::smem_addr(s_a + i * kRows * D +
-                                                    detail::swz<D>(mt * 16 + (lane % 16), ks * 16 + (lane / 16) * 8)));
-#pragma unroll
-          for (int np = 0; np < 2; ++np) {
-            M::mma(acc[mt][2 * np], af, bf[np][0], bf[np][1]);
-            M::mma(acc[mt][2 * np + 1], af, bf[np][2], bf[np][3]);
+          for (int i = 0; i < kPieces; ++i) {
+            M::mma(acc[2 * np], af[ks][i], bf[0], bf[1]);
+            M::mma(acc[2 * np + 1], af[ks][i], bf[2], bf[3]);
           }
         }
-      }
-    }
-    // Decisions: rows gq and gq + 8 of each m-tile, keys 8·nt + 2·t4 + e of the warp's 32; OR over the head's rows.
-    std::uint32_t word = 0;
+      // Decisions: rows gq and gq + 8, keys 8·nt + 2·t4 + e of the warp's slice; OR over the rows.
 #pragma unroll
-    for (int mt = 0; mt < kMaxMTiles; ++mt) {
-      if (mt >= mts) break;
-      std::uint32_t bits = 0;
+      for (int w = 0; w < NT / 4; ++w) {
+        std::uint32_t bits = 0;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = mt * 16 + gq + 8 * half;
-        if ((r % (a.m_tiles * 16)) >= blocks) continue;
-        const float abar = s_abar[r];
+        for (int half = 0; half < 2; ++half) {
+          if (!valid[half]) continue;
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+          for (int n = 0; n < 4; ++n)
 #pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (anchor_attn::stripe_selected(acc[mt][nt][2 * half + e] * a.scale_log2, a.theta2, abar))
-              bits |= 1u << (nt * 8 + 2 * t4 + e);
-      }
-      word |= __reduce_or_sync(0xffffffffu, bits);
-      if ((mt + 1) % a.m_tiles == 0) {  // the head's last m-tile
-        if (lane == 0 && c0 + warp * 32 < nkv) {
-          const int hh = mt / a.m_tiles;
-          a.keep[((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.groups + t) * g.words + (c0 + warp * 32) / 32] = word;
+            for (int e = 0; e < 2; ++e)
+              if (anchor_attn::stripe_selected(acc[4 * w + n][2 * half + e] * a.scale_log2, a.theta2, abar[half]))
+                bits |= 1u << (n * 8 + 2 * t4 + e);
         }
-        word = 0;
+        bits = __reduce_or_sync(0xffffffffu, bits);
+        if (lane == 0 && bits != 0) atomicOr(&s_words[hh][slice * (NT / 4) + w], bits);
       }
     }
-    __syncthreads();  // the buffer is refilled by the next step's prefetch
+    __syncthreads();
+    for (int e = threadIdx.x; e < a.heads_per_cta * (kChunk / 32); e += blockDim.x) {
+      const int head = e / (kChunk / 32), w = e % (kChunk / 32);
+      if (c0 + 32 * w < nkv)
+        a.keep[((static_cast<std::int64_t>(b) * g.heads_q + h0 + head) * g.groups + t) * g.words + (c0 + 32 * w) / 32] =
+            s_words[head][w];
+      s_words[head][w] = 0;
+    }
+    // The next step's prefetch refills this buffer and its OR-s follow its barrier.
   }
   detail::cp_async_wait<0>();
 }
@@ -323,8 +333,23 @@ __global__ void __launch_bounds__(kWriteThreads) write_kernel(WriteArgs a) {
   if (threadIdx.x == 0) a.row_end[row] = a.row_begin[row] + (after - out) + kept_after;
 }
 
-std::size_t stripe_bytes(int d) {
-  return static_cast<std::size_t>(kPieces * kMaxMTiles * 16 * d + 2 * kChunk * d) * 2 + kMaxMTiles * 16 * sizeof(float);
+std::size_t stripe_bytes(int d) { return static_cast<std::size_t>(2 * kChunk * d) * 2 + kMaxMTiles * 16 * sizeof(float); }
+
+/// Launches (or sets the shared-memory limit of) the stripe kernel for the CTA's m-tiles.
+template <class T, int D>
+void stripe_launch(int mts, const dim3& grid, cudaStream_t stream, const Rows<T>& k, const StripeArgs& s, bool limits_only) {
+  const auto go = [&](auto kernel) {
+    if (limits_only)
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stripe_bytes(D))),
+            "shared memory");
+    else
+      kernel<<<grid, kStripeThreads, stripe_bytes(D), stream>>>(k, s);
+  };
+  switch (slices_of(mts)) {
+    case 4: return go(stripe_kernel<T, D, 4>);
+    case 2: return go(stripe_kernel<T, D, 8>);
+    default: return go(stripe_kernel<T, D, 16>);
+  }
 }
 
 class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
@@ -377,9 +402,9 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(detail::pool_bytes(c_.block, p_.head_dim))),
           "shared memory");
-    const int d = static_cast<int>(p_.head_dim);
-    if (d == 64) check(cudaFuncSetAttribute(stripe_kernel<T, 64>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stripe_bytes(64))), "shared memory");
-    else check(cudaFuncSetAttribute(stripe_kernel<T, 128>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(stripe_bytes(128))), "shared memory");
+    const int mts = mts_of();
+    if (p_.head_dim == 64) stripe_launch<T, 64>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
+    else stripe_launch<T, 128>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
   }
 
   template <class T>
@@ -400,6 +425,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     s.g = g_;
     s.m_tiles = m_tiles_of(c_);
     s.heads_per_cta = heads_per_cta(p_.heads_q / p_.heads_kv, s.m_tiles);
+    const int mts = s.m_tiles * s.heads_per_cta;
     s.scale_log2 = scale_log2(p_.softmax_scale());
     s.theta2 = anchor_attn::theta_log2(c_.theta);
     s.qbar = qbar_.ptr;
@@ -407,12 +433,17 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     s.keep = keep_.ptr;
     const dim3 grid(static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys), static_cast<unsigned>(g_.groups),
                     bq * static_cast<unsigned>(hq / s.heads_per_cta));
-    if (d == 64) stripe_kernel<T, 64><<<grid, kStripeThreads, stripe_bytes(64), stream>>>(kr, s);
-    else stripe_kernel<T, 128><<<grid, kStripeThreads, stripe_bytes(128), stream>>>(kr, s);
+    if (d == 64) stripe_launch<T, 64>(mts, grid, stream, kr, s, false);
+    else stripe_launch<T, 128>(mts, grid, stream, kr, s, false);
     WriteArgs w{g_, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
     write_kernel<<<dim3(static_cast<unsigned>(g_.groups), bq * hq), kWriteThreads, 0, stream>>>(w);
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
+  }
+
+  int mts_of() const {
+    const int m = m_tiles_of(c_);
+    return m * heads_per_cta(p_.heads_q / p_.heads_kv, m);
   }
 
   anchor_attn::Config c_;
