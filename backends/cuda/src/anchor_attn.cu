@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cub/block/block_scan.cuh>
 
 #include "device_common.cuh"
 #include "device_memory.cuh"
@@ -133,8 +134,8 @@ struct StripeArgs {
 /// w % mts and the (w / mts)-th of 4 / mts key slices (NT = 16 / slices n8 tiles); with 3 m-tiles warp 3 idles.
 SPATTN_HD inline int slices_of(int mts) { return mts == 1 ? 4 : mts == 2 ? 2 : 1; }
 
-/// One CTA: query heads [h0, h0 + heads_per_cta) of one KV head (blockIdx.z), group blockIdx.y, keys
-/// [blockIdx.x·kCtaKeys, + kCtaKeys), 128 keys per step (K double-buffered by cp.async). Each warp keeps its m-tile's
+/// One CTA: query heads [h0, h0 + heads_per_cta) of one KV head (blockIdx.z), group blockIdx.x, keys
+/// [blockIdx.y·kCtaKeys, + kCtaKeys), 128 keys per step (K double-buffered by cp.async). Each warp keeps its m-tile's
 /// A fragments (the pieces of q̄) in registers for the whole CTA and scores NT·8 keys per step; the decisions of a
 /// head's m-tiles are OR-ed in shared memory into one word per 32 keys.
 template <class T, int D, int NT>
@@ -148,11 +149,11 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
   const int b = static_cast<int>(blockIdx.z) / (g.heads_kv * per_kv);
   const int rest = static_cast<int>(blockIdx.z) % (g.heads_kv * per_kv);
   const int hkv = rest / per_kv, h0 = hkv * (g.heads_q / g.heads_kv) + (rest % per_kv) * a.heads_per_cta;
-  const int t = static_cast<int>(blockIdx.y);
+  const int t = static_cast<int>(blockIdx.x);
   const std::int64_t nq = g.seqs.len_q(b), nkv = g.seqs.len_kv(b);
   if (static_cast<std::int64_t>(t) * g.group >= nq) return;
   const anchor_attn::GroupKeys keys = g.keys(b, t, nq, nkv);
-  const std::int64_t lo = static_cast<std::int64_t>(blockIdx.x) * kCtaKeys;
+  const std::int64_t lo = static_cast<std::int64_t>(blockIdx.y) * kCtaKeys;
   const std::int64_t hi = lo + kCtaKeys < nkv ? lo + kCtaKeys : nkv;
   const bool before = lo < keys.candidates_end && hi > keys.sink_end, after = hi > keys.after_begin;
   if (lo >= hi || !(before || after)) return;  // no candidate key here
@@ -264,37 +265,30 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
   detail::cp_async_wait<0>();
 }
 
+using WordScan = cub::BlockScan<int, kWriteThreads>;
+
 /// Calls emit(at, j) for the keys j in [lo, hi) whose bit is set in `words`, at = 0, 1, … ascending; returns their
-/// count (to every thread). `scan` holds blockDim.x ints.
+/// count (to every thread). Rounds of kWriteThreads consecutive words, one per thread (coalesced reads); a block scan
+/// of their popcounts places each thread's keys right after the previous thread's, so a warp's stores stay close.
 template <class Emit>
-__device__ int compact_bits(const std::uint32_t* words, std::int64_t lo, std::int64_t hi, int* scan, Emit emit) {
+__device__ int compact_bits(const std::uint32_t* words, std::int64_t lo, std::int64_t hi, WordScan::TempStorage& scan,
+                            Emit emit) {
   if (hi <= lo) return 0;
-  const std::int64_t w0 = lo / 32, w1 = (hi + 31) / 32, n = w1 - w0;
-  const auto word = [&](std::int64_t w) {
-    std::uint32_t x = words[w];
-    const std::int64_t first = w * 32;
-    if (first < lo) x &= ~0u << (lo - first);
-    if (first + 32 > hi) x &= hi - first >= 32 ? ~0u : ((1u << (hi - first)) - 1u);
-    return x;
-  };
-  const std::int64_t per = (n + blockDim.x - 1) / blockDim.x, a = w0 + threadIdx.x * per;
-  const std::int64_t z = a + per < w1 ? a + per : w1;
-  int mine = 0;
-  for (std::int64_t w = a; w < z; ++w) mine += __popc(word(w));
-  __syncthreads();
-  scan[threadIdx.x] = mine;
-  __syncthreads();
-  for (int o = 1; o < static_cast<int>(blockDim.x); o <<= 1) {  // inclusive Hillis–Steele scan
-    const int add = threadIdx.x >= static_cast<unsigned>(o) ? scan[threadIdx.x - o] : 0;
-    __syncthreads();
-    scan[threadIdx.x] += add;
-    __syncthreads();
+  int total = 0;
+  for (std::int64_t base = lo / 32; base * 32 < hi; base += kWriteThreads) {
+    const std::int64_t w = base + threadIdx.x, first = w * 32;
+    std::uint32_t x = 0;
+    if (first < hi) {
+      x = words[w];
+      if (first < lo) x &= ~0u << (lo - first);
+      if (hi - first < 32) x &= (1u << (hi - first)) - 1u;
+    }
+    int at = 0, round = 0;
+    WordScan(scan).ExclusiveSum(__popc(x), at, round);
+    __syncthreads();  // scan storage reused by the next round
+    for (at += total; x != 0; x &= x - 1) emit(at++, first + __ffs(x) - 1);
+    total += round;
   }
-  int at = scan[threadIdx.x] - mine;
-  for (std::int64_t w = a; w < z; ++w)
-    for (std::uint32_t x = word(w); x != 0; x &= x - 1) emit(at++, w * 32 + __ffs(x) - 1);
-  const int total = scan[blockDim.x - 1];
-  __syncthreads();
   return total;
 }
 
@@ -308,7 +302,7 @@ struct WriteArgs {
 
 /// One CTA per (batch·query head blockIdx.y, group blockIdx.x): the mask row, ascending.
 __global__ void __launch_bounds__(kWriteThreads) write_kernel(WriteArgs a) {
-  __shared__ int scan[kWriteThreads];
+  __shared__ WordScan::TempStorage scan;
   const Geometry& g = a.g;
   const int bh = static_cast<int>(blockIdx.y), b = bh / g.heads_q, t = static_cast<int>(blockIdx.x);
   const std::int64_t row = static_cast<std::int64_t>(bh) * g.groups + t;
@@ -431,7 +425,8 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     s.qbar = qbar_.ptr;
     s.abar = abar_.ptr;
     s.keep = keep_.ptr;
-    const dim3 grid(static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys), static_cast<unsigned>(g_.groups),
+    // Groups vary fastest: the CTAs in flight at once read the same keys (one K range, many groups: L2 hits).
+    const dim3 grid(static_cast<unsigned>(g_.groups), static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys),
                     bq * static_cast<unsigned>(hq / s.heads_per_cta));
     if (d == 64) stripe_launch<T, 64>(mts, grid, stream, kr, s, false);
     else stripe_launch<T, 128>(mts, grid, stream, kr, s, false);
@@ -471,9 +466,8 @@ std::vector<std::string> anchor_attn_not_supported_reasons(const anchor_attn::Co
   if (detail::pool_bytes(c.block, p.head_dim) > detail::kMaxSharedBytes)
     why.push_back("the CUDA AnchorAttention estimator's pooled blocks (block × head_dim) do not fit in shared memory");
   if (p.seqlen_kv >= (std::int64_t{1} << 31)) why.push_back("the CUDA AnchorAttention estimator needs Nkv < 2^31");
-  const std::int64_t groups = (p.seqlen_q + c.group_rows() - 1) / c.group_rows();
-  if (groups > 65535 || p.batch * p.heads_q > 65535)
-    why.push_back("the CUDA AnchorAttention estimator takes at most 65535 groups and 65535 (batch, head) pairs");
+  if (p.seqlen_kv > std::int64_t{65535} * kCtaKeys || p.batch * p.heads_q > 65535)
+    why.push_back("the CUDA AnchorAttention estimator takes Nkv <= 65535·1024 and at most 65535 (batch, head) pairs");
   return why;
 }
 
