@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
     sub->add_option("--rho", mo.rho, "bfla: random rescue fraction (default 0 = off)");
     sub->add_option("--rescue-seed", mo.rescue_seed, "bfla: rescue seed s (default 0)");
     sub->add_option("--rescue-grid", mo.rescue_grid, "bfla: coarse | tile (default coarse)");
+    sub->add_option("--keep-ratio", mo.keep_ratio, "bfla: the code's top-k floor, ⌊ratio·causal blocks⌋ kept (default 0 = off)");
     sub->add_option("--sim-threshold", mo.sim_threshold, "sparge: θ, block self-similarity (default −0.1)");
     sub->add_option("--cdf-threshold", mo.cdf_threshold, "sparge: τ, TopCdf mass (0.98; giving it selects TopCdf unless --topk is given)");
     sub->add_option("--topk", mo.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row (default 0.5); 0 = TopCdf with τ");
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
   bool no_progress = false;
   fr->add_option("--method", frontier.methods, "all (default) or a comma-separated list: sparge,sale,anchor,fgattn,bfla");
   fr->add_option("--settings", frontier.settings,
-                 "values of the method's main knob (sparge topk, sale tau, anchor theta, fgattn top_p, bfla gamma)")
+                 "values of the method's main knob (sparge topk, sale tau, anchor theta, fgattn top_p, bfla keep_ratio)")
       ->delimiter(',');
   fr->add_option("--targets", frontier.targets, "rel L1 levels of the summary (default 1e-2,5e-2)")->delimiter(',');
   fr->add_option("--oracle", frontier.oracle,

@@ -18,7 +18,7 @@
 //     always at least the row's heaviest tile (a reachable row is never empty):
 //       OracleBudget::mass(τ):      the smallest prefix whose mass reaches τ·Z (Z = the row's total), i.e.
 //                                   top_cdf_count(…, τ, min_keep = 1, include_crossing = true); τ = 1: every tile;
-//       OracleBudget::density(ρ):   the first ⌈ρ·R⌉ tiles of the R reachable ones;
+//       OracleBudget::density(ρ):   the first ⌈ρ·R⌉ tiles of the R reachable ones (ρ·R: one fp32 multiply);
 //       OracleBudget::threshold(ε): every tile whose mass per query row, M(t, k) / rows(t), is >= ε (rows(t): the
 //                                   query rows of tile t inside the sequence, times the query heads summed). One ε
 //                                   for the whole mask: this is the global greedy — the mask keeps the heaviest
@@ -84,10 +84,10 @@ SPATTN_INLINE int oracle_keep_count(const float* sorted, int n, OracleBudget bud
     while (keep < n && static_cast<double>(sorted[keep]) >= limit) ++keep;
     return clamp_keep(keep, n, 1);
   }
-  // ⌈ρ·n⌉ in double (exact for every fp32 ρ and n < 2^29), clamped to [1, n].
-  const double x = static_cast<double>(budget.value) * static_cast<double>(n);
+  // ⌈ρ·n⌉ with ρ·n one fp32 multiply (so ρ = float(k / n) gives k), clamped to [1, n].
+  const float x = budget.value * static_cast<float>(n);
   int keep = static_cast<int>(x);
-  if (static_cast<double>(keep) < x) ++keep;
+  if (static_cast<float>(keep) < x) ++keep;
   if (keep > n) keep = n;
   return clamp_keep(keep, n, 1);
 }
