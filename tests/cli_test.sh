@@ -252,7 +252,7 @@ expect_message "frontier dense" "--method: frontier takes sparge, sale, anchor, 
   frontier --method dense --seq 64 --dim 32
 expect_message "frontier --settings with two methods" "--settings: give one --method with --settings (got 2 methods)" \
   frontier --method sale,bfla --settings 0.1 --seq 64 --dim 32
-expect_message "frontier --oracle" "--oracle: threshold or mass, got 'best'" frontier --method sale --oracle best --seq 64 --dim 32
+expect_message "frontier --oracle" "--oracle: threshold, mass or density, got 'best'" frontier --method sale --oracle best --seq 64 --dim 32
 expect_message "frontier --plot unwritable" "--plot '/nonexistent/dir/f.png': cannot write there" \
   frontier --seq 16384 --plot /nonexistent/dir/f.png
 

@@ -27,18 +27,29 @@ namespace {
 //                        than 1e-9 of a row's mass);
 //   mass:                τ = 1 − 10^−u, u in [0.01, 7] (0.01: the heaviest tile of almost every row; at 7 τ rounds
 //                        to 0.99999988 in fp32).
+//   density:             ρ = 10^(u − 3), u in [0, 3] (the same ⌈ρ·reachable⌉ tiles in every row: the oracle of a
+//                        fixed per-row count such as SpargeAttn's top-k, for analysis).
 struct BudgetScale {
-  bool threshold = true;
+  OracleBudget::Kind kind = OracleBudget::Kind::threshold;
   double min = 0, max = 9;
   std::vector<double> sweep;  ///< the budgets drawn and printed, besides every one a search evaluated
   OracleBudget at(double u) const {
-    return threshold ? OracleBudget::threshold(static_cast<float>(std::pow(10.0, -u)))
-                     : OracleBudget::mass(static_cast<float>(1.0 - std::pow(10.0, -u)));
+    switch (kind) {
+      case OracleBudget::Kind::threshold: return OracleBudget::threshold(static_cast<float>(std::pow(10.0, -u)));
+      case OracleBudget::Kind::mass: return OracleBudget::mass(static_cast<float>(1.0 - std::pow(10.0, -u)));
+      case OracleBudget::Kind::density: break;
+    }
+    return OracleBudget::density(static_cast<float>(std::pow(10.0, u - 3.0)));
+  }
+  const char* name() const {
+    return kind == OracleBudget::Kind::threshold ? "epsilon" : kind == OracleBudget::Kind::mass ? "tau" : "rho";
   }
   static BudgetScale of(const std::string& kind) {
-    if (kind == "threshold") return {true, 0.0, 9.0, {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0}};
-    require(kind == "mass", "--oracle: threshold or mass, got '", kind, "'");
-    return {false, 0.01, 7.0, {0.3, 0.6, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0}};
+    using K = OracleBudget::Kind;
+    if (kind == "threshold") return {K::threshold, 0.0, 9.0, {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0}};
+    if (kind == "density") return {K::density, 0.0, 3.0, {1.0, 1.5, 2.0, 2.3, 2.5, 2.7, 2.85, 2.95}};
+    require(kind == "mass", "--oracle: threshold, mass or density, got '", kind, "'");
+    return {K::mass, 0.01, 7.0, {0.3, 0.6, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0}};
   }
 };
 
@@ -322,7 +333,7 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
       std::printf("%-8s %-9s %10.0e %-13s %14.4f %8s\n", mr.method.c_str(), shape_label(mr.shape, p).c_str(),
                   t.rel_l1, d, t.oracle, ratio);
     }
-  std::printf("\n%-9s %10s %10s %10s %10s\n", "oracle", scale.threshold ? "epsilon" : "tau", "density", "rel_l1",
+  std::printf("\n%-9s %10s %10s %10s %10s\n", "oracle", scale.name(), "density", "rel_l1",
               "max_abs");
   std::vector<const OracleCurve*> printed;
   for (const MethodResult& mr : results) {
@@ -360,7 +371,7 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
       }
       for (const Point& pt : mr.oracle->points())
         jm["oracle"].push_back(
-            {{scale.threshold ? "epsilon" : "tau", pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1}, {"max_abs", pt.max_abs}});
+            {{scale.name(), pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1}, {"max_abs", pt.max_abs}});
       j["methods"].push_back(jm);
     }
     std::ofstream f(opt.json);
@@ -387,7 +398,7 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
         f << "\n";
       }
       for (const Point& pt : mr.oracle->points())
-        f << "oracle," << mr.method << "," << tiles << (scale.threshold ? ",epsilon," : ",tau,") << pt.setting << "," << pt.density << "," << pt.rel_l1
+        f << "oracle," << mr.method << "," << tiles << "," << scale.name() << "," << pt.setting << "," << pt.density << "," << pt.rel_l1
           << "," << pt.max_abs << ",,\n";
     }
     require(static_cast<bool>(f), "--csv: cannot write '", opt.csv, "'");

@@ -15,7 +15,7 @@ struct FrontierOptions {
   std::vector<double> settings;          ///< values of the main knob (one method only); empty: the method's list
   std::vector<double> targets = {1e-2, 5e-2};  ///< rel L1 levels of the summary
   MethodOptions base;                    ///< the method's other options (tiles, …)
-  std::string oracle = "threshold";       ///< the oracle budget searched: threshold (global ε) or mass (per-row τ)
+  std::string oracle = "threshold";       ///< the oracle budget searched: threshold (global ε), mass (per-row τ), density (per-row ρ)
   double tolerance = 0.01;               ///< oracle search: stop when the bracket's densities differ by this (relative)
   bool interpolate_points = false;       ///< the oracle's density at each point's error interpolated, not searched
   std::string plot, json, csv;           ///< outputs (empty: none)

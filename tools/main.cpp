@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   fr->add_option("--targets", frontier.targets, "rel L1 levels of the summary (default 1e-2,5e-2)")->delimiter(',');
   fr->add_option("--oracle", frontier.oracle,
-                 "oracle budget: threshold (default: one least tile mass for the whole mask) or mass (kept fraction τ "
-                 "of each row's mass)");
+                 "oracle budget: threshold (default: one least tile mass for the whole mask), mass (kept fraction τ "
+                 "of each row's mass) or density (the same fraction ρ of every row's tiles)");
   fr->add_option("--tolerance", frontier.tolerance, "oracle search: relative density gap to stop at (default 0.01)");
   fr->add_flag("--interpolate-points", frontier.interpolate_points,
                "the oracle's density at each point's error interpolated on its curve (no search)");
