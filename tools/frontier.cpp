@@ -221,6 +221,48 @@ Knob main_knob(const std::string& method) {
   fail("--method: frontier has no knob for '", method, "'");
 }
 
+Plot frontier_plot(const nlohmann::json& j) {
+  Plot plot;
+  plot.title = j.at("workload").get<std::string>() + ", " + j.at("shape").get<std::string>();
+  plot.x_label = "density (kept / reachable tiles)";
+  plot.y_label = "rel L1 error vs dense";
+  std::size_t i = 0;
+  for (const auto& m : j.at("methods")) {
+    const std::string tiles = m.contains("tiles") ? m.at("tiles").get<std::string>()
+                                                  : std::to_string(m.at("tile_q").get<int>()) + "x" +
+                                                        std::to_string(m.at("tile_k").get<int>());
+    PlotSeries s;
+    s.label = m.at("method").get<std::string>() + " " + tiles;
+    s.color = kColors[i++ % kColors.size()];
+    for (const auto& pt : m.at("points")) s.points.emplace_back(pt.at("density").get<double>(), pt.at("rel_l1").get<double>());
+    std::sort(s.points.begin(), s.points.end());
+    PlotSeries o;
+    o.label = "oracle " + tiles;
+    o.color = s.color;
+    o.dashed = true;
+    o.markers = false;
+    for (const auto& pt : m.at("oracle")) o.points.emplace_back(pt.at("density").get<double>(), pt.at("rel_l1").get<double>());
+    o.points.emplace_back(1.0, 0.0);  // τ = 1 / ε = 0: every tile, no error
+    std::sort(o.points.begin(), o.points.end());
+    plot.series.push_back(std::move(s));
+    plot.series.push_back(std::move(o));
+  }
+  return plot;
+}
+
+int replot_frontier(const std::string& json_path, const std::string& png_path) {
+  std::ifstream f(json_path);
+  require(static_cast<bool>(f), "--replot: cannot read '", json_path, "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+    write_plot_png(frontier_plot(j), png_path);
+  } catch (const nlohmann::json::exception& e) {
+    fail("--replot: '", json_path, "' is not a frontier JSON file (", e.what(), ")");
+  }
+  return 0;
+}
+
 int run_frontier(const FrontierOptions& opt, const Workload& w, const std::string& workload_name) {
   const std::vector<std::string> methods = split_methods(opt.methods);
   require(opt.settings.empty() || methods.size() == 1, "--settings: give one --method with --settings (got ",
@@ -345,8 +387,8 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
   }
 
   // ---- files ----
-  if (!opt.json.empty()) {
-    nlohmann::json j;
+  nlohmann::json j;
+  {
     j["workload"] = workload_name;
     j["shape"] = p.describe();
     j["targets"] = opt.targets;
@@ -354,7 +396,7 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
     j["oracle_budget"] = opt.oracle;
     j["methods"] = nlohmann::json::array();
     for (const MethodResult& mr : results) {
-      nlohmann::json jm = {{"method", mr.method},        {"knob", mr.knob},
+      nlohmann::json jm = {{"method", mr.method},        {"knob", mr.knob}, {"tiles", shape_label(mr.shape, p)},
                            {"tile_q", mr.shape.tile_q},  {"tile_k", mr.shape.tile_k},
                            {"mask_heads", mr.shape.mask_heads}};
       for (std::size_t i = 0; i < mr.points.size(); ++i) {
@@ -374,6 +416,8 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
             {{scale.name(), pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1}, {"max_abs", pt.max_abs}});
       j["methods"].push_back(jm);
     }
+  }
+  if (!opt.json.empty()) {
     std::ofstream f(opt.json);
     f << j.dump(1) << "\n";
     require(static_cast<bool>(f), "--json: cannot write '", opt.json, "'");
@@ -403,32 +447,7 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
     }
     require(static_cast<bool>(f), "--csv: cannot write '", opt.csv, "'");
   }
-  if (!opt.plot.empty()) {
-    Plot plot;
-    plot.title = "rel L1 vs density: " + workload_name + " " + p.describe();
-    if (plot.title.size() > 80) plot.title = "rel L1 vs density: " + workload_name;
-    plot.x_label = "density (kept / reachable tiles)";
-    plot.y_label = "rel L1 error vs dense";
-    for (std::size_t i = 0; i < results.size(); ++i) {
-      const MethodResult& mr = results[i];
-      PlotSeries s;
-      s.label = mr.method + " " + shape_label(mr.shape, p);
-      s.color = kColors[i % kColors.size()];
-      for (const Point& pt : mr.points) s.points.emplace_back(pt.density, pt.rel_l1);
-      std::sort(s.points.begin(), s.points.end());
-      plot.series.push_back(s);
-      PlotSeries o;
-      o.label = "oracle " + shape_label(mr.shape, p);
-      o.color = s.color;
-      o.dashed = true;
-      o.markers = false;
-      std::vector<Point> c = mr.oracle->curve();
-      std::sort(c.begin(), c.end(), [](const Point& a, const Point& b) { return a.density < b.density; });
-      for (const Point& pt : c) o.points.emplace_back(pt.density, pt.rel_l1);
-      plot.series.push_back(o);
-    }
-    write_plot_png(plot, opt.plot);
-  }
+  if (!opt.plot.empty()) write_plot_png(frontier_plot(j), opt.plot);
   return 0;
 }
 

@@ -29,6 +29,9 @@ struct Knob {
 };
 Knob main_knob(const std::string& method);
 
+/// Draws the plot of a JSON file written by run_frontier (spattn frontier --replot F.json --plot F.png).
+int replot_frontier(const std::string& json_path, const std::string& png_path);
+
 /// Runs the frontier and prints its tables; writes the plot / JSON / CSV asked for. Returns the exit status.
 int run_frontier(const FrontierOptions& options, const Workload& workload, const std::string& workload_name);
 

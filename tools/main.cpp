@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   fr->add_option("--json", frontier.json, "write the points as JSON");
   fr->add_option("--csv", frontier.csv, "write the points as CSV");
   fr->add_flag("--no-progress", no_progress, "no progress bar on stderr");
+  std::string replot;
+  fr->add_option("--replot", replot, "draw --plot from a JSON file written by --json (runs nothing)")
+      ->check(CLI::ExistingFile);
   add_inputs(fr);
   add_method_options(fr, frontier.base);
 
@@ -246,6 +249,11 @@ int main(int argc, char** argv) {
       }
       require(used_q == x && used_k == tile.size() - x - 1 && used_q > 0, "--tile: expected MxN such as 32x32, got '",
               tile, "'");
+    }
+    if (is_frontier && !replot.empty()) {
+      require(!frontier.plot.empty(), "--replot: give --plot");
+      cli::require_writable(frontier.plot, "--plot");
+      return cli::replot_frontier(replot, frontier.plot);
     }
     if (is_frontier) {
       frontier.progress = !no_progress;

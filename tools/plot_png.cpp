@@ -146,36 +146,27 @@ std::string decade_label(int e) {
 void write_plot_png(const Plot& plot, const std::string& path) {
   constexpr int kW = 1000, kH = 600, kLeft = 90, kRight = 700, kTop = 50, kBottom = 530;
   Canvas cv(kW, kH);
-  double xmin = 1.0, ymin = INFINITY, ymax = 0.0;
+  double ymin = INFINITY, ymax = 0.0;
   for (const PlotSeries& s : plot.series)
-    for (const auto& [x, y] : s.points) {
-      if (x > 0) xmin = std::min(xmin, x);
+    for (const auto& [x, y] : s.points)
       if (y > 0) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
-    }
   if (!(ymax > 0)) ymin = 1e-3, ymax = 1.0;
-  const int x_lo = static_cast<int>(std::floor(std::log10(xmin) + 1e-9));
-  const int x_hi = 0;
   int y_hi = static_cast<int>(std::ceil(std::log10(ymax) - 1e-9));
-  // At most 5 decades: smaller errors (and 0) sit on the x axis.
+  // At most 5 decades: smaller values (and 0) sit on the x axis.
   const int y_lo = std::max(static_cast<int>(std::floor(std::log10(ymin) + 1e-9)), y_hi - 5);
   if (y_hi <= y_lo) y_hi = y_lo + 1;
-  const int xl = std::min(x_lo, x_hi - 1);
-  auto px = [&](double x) { return kLeft + (std::log10(x) - xl) / (x_hi - xl) * (kRight - kLeft); };
+  auto px = [&](double x) { return kLeft + std::clamp(x, 0.0, 1.0) * (kRight - kLeft); };
   auto py = [&](double y) {
     const double ly = y > 0 ? std::max(std::log10(y), static_cast<double>(y_lo)) : y_lo;
     return kBottom - (ly - y_lo) / (y_hi - y_lo) * (kBottom - kTop);
   };
   const Rgb grid{225, 225, 225}, minor{242, 242, 242}, ink{0, 0, 0};
-  // Grid: decades and, on x, the 2…9 multiples.
-  for (int e = xl; e <= x_hi; ++e) {
-    for (int m = 2; m <= 9 && e < x_hi; ++m) {
-      const int x = static_cast<int>(std::lround(px(m * std::pow(10.0, e))));
-      cv.rect(x, kTop, x, kBottom, minor);
-    }
-    const int x = static_cast<int>(std::lround(px(std::pow(10.0, e))));
-    cv.rect(x, kTop, x, kBottom, grid);
+  // Grid: x every 0.1 (linear), y decades with their 2…9 multiples.
+  for (int t = 0; t <= 10; ++t) {
+    const int x = static_cast<int>(std::lround(px(t / 10.0)));
+    cv.rect(x, kTop, x, kBottom, t % 5 == 0 ? grid : minor);
     cv.rect(x, kBottom, x, kBottom + 6, ink);
-    const std::string l = decade_label(e);
+    const std::string l = t == 0 ? "0" : t == 10 ? "1" : "0." + std::to_string(t);
     cv.text(x - static_cast<int>(l.size()) * 6, kBottom + 12, l, ink);
   }
   for (int e = y_lo; e <= y_hi; ++e) {

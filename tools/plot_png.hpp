@@ -1,4 +1,4 @@
-// A small log-log line plot written as a PNG (spattn frontier): axes with decade ticks and labels, one coloured
+// A small line plot written as a PNG (spattn frontier): linear x in [0, 1], logarithmic y, ticks and labels, one coloured
 // curve per series (solid or dashed, optional point markers), a legend at the right. Drawn pixel by pixel with a
 // 5×7 bitmap font of our own; stb writes the file.
 #pragma once
@@ -23,8 +23,8 @@ struct Plot {
   std::vector<PlotSeries> series;
 };
 
-/// Both axes logarithmic; x spans the decades of the positive x values up to 1, y the decades of the positive y
-/// values (at most 5, the top ones; smaller values and 0 are drawn on the x axis). Throws spattn::Error when the file cannot be written.
+/// x linear over [0, 1] (a density); y logarithmic over the decades of the positive y values (at most 5, the top
+/// ones; smaller values and 0 are drawn on the x axis). Throws spattn::Error when the file cannot be written.
 void write_plot_png(const Plot& plot, const std::string& path);
 
 }  // namespace spattn::cli
