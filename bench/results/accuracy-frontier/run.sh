@@ -17,3 +17,7 @@ run video-8k  --workload video  --seq 8192  --heads 2 --kv-heads 2
 run random-8k --workload random --seq 8192  --heads 2 --kv-heads 2
 run llm-32k   --workload llm    --seq 32768 --heads 4 --kv-heads 1 --interpolate-points --tolerance 0.02
 run video-32k --workload video  --seq 32768 --heads 1 --kv-heads 1 --interpolate-points --tolerance 0.02
+# The plots, drawn again from the JSON files (the same points; the plot code of the commit that runs this).
+for name in llm-8k video-8k random-8k llm-32k video-32k; do
+  "$bin" frontier --replot "$out/$name.json" --plot "$out/$name.png"
+done
