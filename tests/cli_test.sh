@@ -231,6 +231,31 @@ expect_message "run --out a directory" "--out '$tmp': is a directory" run --seq 
 (( SECONDS - start <= 5 )) && ok || bad "output paths were not checked before the work ($((SECONDS - start)) s)"
 [[ ! -e "$tmp/probe.npy" ]] && "$bin" run --seq 64 --dim 32 --out "$tmp/probe.npy" > /dev/null && [[ -s "$tmp/probe.npy" ]] \
   && ok || bad "a writable --out must be written"
+# frontier: a tiny run writes a non-empty PNG, JSON and CSV, and its point is what `run` reports for the setting.
+fr=$("$bin" frontier --method fgattn --settings 0.9,0.99 --workload video --seq 600 --heads 2 --kv-heads 1 --dim 64 \
+       --no-progress --plot "$tmp/fr.png" --json "$tmp/fr.json" --csv "$tmp/fr.csv") || bad "frontier run"
+[[ $(head -c 8 "$tmp/fr.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a && $(stat -c %s "$tmp/fr.png") -gt 2000 ]] \
+  && ok || bad "frontier --plot: not a non-empty PNG"
+[[ -s "$tmp/fr.json" && $(grep -c '^point,fgattn' "$tmp/fr.csv") -eq 2 && $(grep -c '^oracle,fgattn' "$tmp/fr.csv") -ge 5 ]] \
+  && ok || bad "frontier --json/--csv content"
+[[ $fr == *"at rel_l1"*"oracle"*"epsilon"* ]] && ok || bad "frontier tables: $fr"
+one=$("$bin" run --method fgattn --top-p 0.99 --workload video --seq 600 --heads 2 --kv-heads 1 --dim 64 --json) \
+  || bad "run for the frontier point"
+run_d=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$one")
+run_e=$(sed 's/.*"rel_l1":\([^,}]*\).*/\1/' <<< "$one")
+# The CSV prints 17 digits; the same doubles must come out of both (compared as numbers, exactly).
+csv_d=$(awk -F, '$1 == "point" && $5 > 0.989 && $5 < 0.991 { print $6 }' "$tmp/fr.csv")
+csv_e=$(awk -F, '$1 == "point" && $5 > 0.989 && $5 < 0.991 { print $7 }' "$tmp/fr.csv")
+awk -v a="$run_d" -v b="$csv_d" -v c="$run_e" -v d="$csv_e" 'BEGIN { exit !(b != "" && a + 0 == b + 0 && c + 0 == d + 0) }' \
+  && ok || bad "frontier point ($csv_d, $csv_e) differs from run ($run_d, $run_e)"
+expect_message "frontier dense" "--method: frontier takes sparge, sale, anchor, fgattn, bfla or all, got 'dense'" \
+  frontier --method dense --seq 64 --dim 32
+expect_message "frontier --settings with two methods" "--settings: give one --method with --settings (got 2 methods)" \
+  frontier --method sale,bfla --settings 0.1 --seq 64 --dim 32
+expect_message "frontier --oracle" "--oracle: threshold, mass or density, got 'best'" frontier --method sale --oracle best --seq 64 --dim 32
+expect_message "frontier --plot unwritable" "--plot '/nonexistent/dir/f.png': cannot write there" \
+  frontier --seq 16384 --plot /nonexistent/dir/f.png
+
 # Global options anywhere on the line.
 "$bin" run --threads 2 --seq 64 --dim 32 --json > "$tmp/t_after.json" && "$bin" --threads 2 run --seq 64 --dim 32 --json \
   > "$tmp/t_before.json" && ok || bad "--threads after the subcommand"

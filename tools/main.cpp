@@ -10,6 +10,7 @@
 #include <new>
 #include <optional>
 
+#include "frontier.hpp"
 #include "methods.hpp"
 #include "output_paths.hpp"
 #include "run.hpp"
@@ -58,48 +59,56 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
+  std::string tile;
   run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge | sale");
   run->add_option("--backend", options.backend, "auto | reference | cuda (inputs copied to the GPU once; CUDA builds)");
-  run->add_option("--workload", workload, "llm | video | random");
-  run->add_option("--seq", spec.seqlen, "sequence length (keys)");
-  run->add_option("--seq-q", spec.seqlen_q, "query rows (< --seq: chunked prefill, the last rows)");
-  run->add_option("--batch", spec.batch, "batch size");
-  run->add_option("--heads", spec.heads_q, "query heads");
-  run->add_option("--kv-heads", spec.heads_kv, "key/value heads (divides --heads)");
-  run->add_option("--dim", spec.head_dim, "head dimension (32..256, multiple of 8)");
-  run->add_option("--dtype", dtype, "f32 | f16 | bf16 (workloads)");
-  run->add_option("--seed", spec.seed, "workload seed");
-  run->add_option("--q", files.q, "query .npy [B,H,N,D] or [H,N,D]")->check(CLI::ExistingFile);
-  run->add_option("--k", files.k, "key .npy")->check(CLI::ExistingFile);
-  run->add_option("--v", files.v, "value .npy")->check(CLI::ExistingFile);
-  run->add_option("--layout", layout, "layout of the .npy inputs: bhnd | bnhd");
-  run->add_flag("--bf16", files.bf16, "read uint16 .npy inputs as bfloat16 bit patterns");
-  run->add_flag("--non-causal", non_causal, "file inputs: non-causal attention (default causal)");
-  std::string tile;
-  run->add_option("--tile", tile, "mask tiles MxN, e.g. 32x32 (default: the method's)");
-  run->add_option("--tile-q", options.method_options.tile_q, "mask query tile (16..2048)");
-  run->add_option("--tile-k", options.method_options.tile_k, "mask key tile (1..128)");
-  run->add_option("--top-p", options.method_options.top_p, "fgattn: kept probability mass p (default 0.9)");
-  run->add_option("--merge", options.method_options.merge, "fgattn: none | consecutive | xor (default xor)");
-  run->add_option("--semantics", options.method_options.semantics, "fgattn: exact | union (default exact)");
-  run->add_option("--theta", options.method_options.theta, "anchor: θ in natural-log units (default 12; inf = dense)");
-  run->add_option("--step", options.method_options.step, "anchor: 128-row blocks per group (default 16)");
-  run->add_option("--block", options.method_options.block, "bfla: coarse block b (default 256)");
-  run->add_option("--group", options.method_options.group, "bfla: flattening group g (default 64)");
-  run->add_option("--gamma", options.method_options.gamma, "bfla: keep-mass γ (default 0.99; 1 = dense)");
-  run->add_option("--eta", options.method_options.eta, "bfla: stride rescue period (default 0 = off)");
-  run->add_option("--rho", options.method_options.rho, "bfla: random rescue fraction (default 0 = off)");
-  run->add_option("--rescue-seed", options.method_options.rescue_seed, "bfla: rescue seed s (default 0)");
-  run->add_option("--rescue-grid", options.method_options.rescue_grid, "bfla: coarse | tile (default coarse)");
-  run->add_option("--sim-threshold", options.method_options.sim_threshold, "sparge: θ, block self-similarity (default −0.1)");
-  run->add_option("--cdf-threshold", options.method_options.cdf_threshold, "sparge: τ, TopCdf mass (0.98; giving it selects TopCdf unless --topk is given)");
-  run->add_option("--topk", options.method_options.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row (default 0.5); 0 = TopCdf with τ");
-  run->add_flag("--sink", options.method_options.sink, "sparge: always keep key block 0");
-  run->add_option("--bits", options.method_options.bits, "sale: 4 or 8 (default 4)");
-  run->add_option("--tau", options.method_options.tau, "sale: relative-score threshold (default 0.004; 0 = dense)");
-  run->add_option("--local-window", options.method_options.local_window, "sale: local keys (default 128)");
-  run->add_option("--params", options.method_options.params, "sparge/sale: per-head parameters from spattn calibrate")
-      ->check(CLI::ExistingFile);
+  // Inputs (a workload or .npy files) and method options, shared by run and frontier (one subcommand is parsed).
+  auto add_inputs = [&](CLI::App* sub) {
+    sub->add_option("--workload", workload, "llm | video | random");
+    sub->add_option("--seq", spec.seqlen, "sequence length (keys)");
+    sub->add_option("--seq-q", spec.seqlen_q, "query rows (< --seq: chunked prefill, the last rows)");
+    sub->add_option("--batch", spec.batch, "batch size");
+    sub->add_option("--heads", spec.heads_q, "query heads");
+    sub->add_option("--kv-heads", spec.heads_kv, "key/value heads (divides --heads)");
+    sub->add_option("--dim", spec.head_dim, "head dimension (32..256, multiple of 8)");
+    sub->add_option("--dtype", dtype, "f32 | f16 | bf16 (workloads)");
+    sub->add_option("--seed", spec.seed, "workload seed");
+    sub->add_option("--q", files.q, "query .npy [B,H,N,D] or [H,N,D]")->check(CLI::ExistingFile);
+    sub->add_option("--k", files.k, "key .npy")->check(CLI::ExistingFile);
+    sub->add_option("--v", files.v, "value .npy")->check(CLI::ExistingFile);
+    sub->add_option("--layout", layout, "layout of the .npy inputs: bhnd | bnhd");
+    sub->add_flag("--bf16", files.bf16, "read uint16 .npy inputs as bfloat16 bit patterns");
+    sub->add_flag("--non-causal", non_causal, "file inputs: non-causal attention (default causal)");
+  };
+  auto add_method_options = [&](CLI::App* sub, cli::MethodOptions& mo) {
+    sub->add_option("--tile", tile, "mask tiles MxN, e.g. 32x32 (default: the method's)");
+    sub->add_option("--tile-q", mo.tile_q, "mask query tile (16..2048)");
+    sub->add_option("--tile-k", mo.tile_k, "mask key tile (1..128)");
+    sub->add_option("--top-p", mo.top_p, "fgattn: kept probability mass p (default 0.9)");
+    sub->add_option("--merge", mo.merge, "fgattn: none | consecutive | xor (default xor)");
+    sub->add_option("--semantics", mo.semantics, "fgattn: exact | union (default exact)");
+    sub->add_option("--theta", mo.theta, "anchor: θ in natural-log units (default 12; inf = dense)");
+    sub->add_option("--step", mo.step, "anchor: 128-row blocks per group (default 16)");
+    sub->add_option("--block", mo.block, "bfla: coarse block b (default 256)");
+    sub->add_option("--group", mo.group, "bfla: flattening group g (default 64)");
+    sub->add_option("--gamma", mo.gamma, "bfla: keep-mass γ (default 0.99; 1 = dense)");
+    sub->add_option("--eta", mo.eta, "bfla: stride rescue period (default 0 = off)");
+    sub->add_option("--rho", mo.rho, "bfla: random rescue fraction (default 0 = off)");
+    sub->add_option("--rescue-seed", mo.rescue_seed, "bfla: rescue seed s (default 0)");
+    sub->add_option("--rescue-grid", mo.rescue_grid, "bfla: coarse | tile (default coarse)");
+    sub->add_option("--keep-ratio", mo.keep_ratio, "bfla: the code's top-k floor, ⌊ratio·causal blocks⌋ kept (default 0 = off)");
+    sub->add_option("--sim-threshold", mo.sim_threshold, "sparge: θ, block self-similarity (default −0.1)");
+    sub->add_option("--cdf-threshold", mo.cdf_threshold, "sparge: τ, TopCdf mass (0.98; giving it selects TopCdf unless --topk is given)");
+    sub->add_option("--topk", mo.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row (default 0.5); 0 = TopCdf with τ");
+    sub->add_flag("--sink", mo.sink, "sparge: always keep key block 0");
+    sub->add_option("--bits", mo.bits, "sale: 4 or 8 (default 4)");
+    sub->add_option("--tau", mo.tau, "sale: relative-score threshold (default 0.004; 0 = dense)");
+    sub->add_option("--local-window", mo.local_window, "sale: local keys (default 128)");
+    sub->add_option("--params", mo.params, "sparge/sale: per-head parameters from spattn calibrate")
+        ->check(CLI::ExistingFile);
+  };
+  add_inputs(run);
+  add_method_options(run, options.method_options);
   run->add_option("--pv-threshold", options.pv_threshold,
                   "PV-skip in the attend pass: skip a key tile whose max is this far (base 2) below the running max");
   run->add_option("--pv-vote-rows", options.pv_vote_rows, "PV-skip vote group: 16 (warp) or 0 (whole row block)");
@@ -109,6 +118,31 @@ int main(int argc, char** argv) {
   run->add_option("--mask-out", options.mask_out, "write the TileMask as .npz");
   run->add_option("--mask-png", options.mask_png, "draw the mask of one head (batch 0) as a PNG");
   run->add_option("--png-head", options.png_head, "mask head drawn by --mask-png");
+
+  auto* fr = app.add_subcommand("frontier", "each method's density-vs-error curve over its main knob, beside the "
+                                             "oracle mask's (exact tile mass) at the same tiles");
+  cli::FrontierOptions frontier;
+  bool no_progress = false;
+  fr->add_option("--method", frontier.methods, "all (default) or a comma-separated list: sparge,sale,anchor,fgattn,bfla");
+  fr->add_option("--settings", frontier.settings,
+                 "values of the method's main knob (sparge topk, sale tau, anchor theta, fgattn top_p, bfla keep_ratio)")
+      ->delimiter(',');
+  fr->add_option("--targets", frontier.targets, "rel L1 levels of the summary (default 1e-2,5e-2)")->delimiter(',');
+  fr->add_option("--oracle", frontier.oracle,
+                 "oracle budget: threshold (default: one least tile mass for the whole mask), mass (kept fraction τ "
+                 "of each row's mass) or density (the same fraction ρ of every row's tiles)");
+  fr->add_option("--tolerance", frontier.tolerance, "oracle search: relative density gap to stop at (default 0.01)");
+  fr->add_flag("--interpolate-points", frontier.interpolate_points,
+               "the oracle's density at each point's error interpolated on its curve (no search)");
+  fr->add_option("--plot", frontier.plot, "write the curves as a PNG (log-log)");
+  fr->add_option("--json", frontier.json, "write the points as JSON");
+  fr->add_option("--csv", frontier.csv, "write the points as CSV");
+  fr->add_flag("--no-progress", no_progress, "no progress bar on stderr");
+  std::string replot;
+  fr->add_option("--replot", replot, "draw --plot from a JSON file written by --json (runs nothing)")
+      ->check(CLI::ExistingFile);
+  add_inputs(fr);
+  add_method_options(fr, frontier.base);
 
   auto* cal = app.add_subcommand("calibrate", "search per-head hyper-parameters on sample inputs (sparge)");
   std::string cal_method = "sparge", cal_out = "sparge_params.json", cal_workload = "llm";
@@ -200,19 +234,32 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    default_config(options.method);  // fail fast on an unknown method, before generating inputs
+    const bool is_frontier = app.got_subcommand("frontier");
+    cli::MethodOptions& method_options = is_frontier ? frontier.base : options.method_options;
+    if (!is_frontier) default_config(options.method);  // fail fast on an unknown method, before generating inputs
     if (!tile.empty()) {
       const auto x = tile.find('x');
       std::size_t used_q = 0, used_k = 0;
       try {
         require(x != std::string::npos, "");
-        options.method_options.tile_q = std::stoi(tile.substr(0, x), &used_q);
-        options.method_options.tile_k = std::stoi(tile.substr(x + 1), &used_k);
+        method_options.tile_q = std::stoi(tile.substr(0, x), &used_q);
+        method_options.tile_k = std::stoi(tile.substr(x + 1), &used_k);
       } catch (const std::exception&) {
         used_q = 0;
       }
       require(used_q == x && used_k == tile.size() - x - 1 && used_q > 0, "--tile: expected MxN such as 32x32, got '",
               tile, "'");
+    }
+    if (is_frontier && !replot.empty()) {
+      require(!frontier.plot.empty(), "--replot: give --plot");
+      cli::require_writable(frontier.plot, "--plot");
+      return cli::replot_frontier(replot, frontier.plot);
+    }
+    if (is_frontier) {
+      frontier.progress = !no_progress;
+      cli::require_writable(frontier.plot, "--plot");
+      cli::require_writable(frontier.json, "--json");
+      cli::require_writable(frontier.csv, "--csv");
     }
     cli::require_writable(options.out, "--out");
     cli::require_writable(options.mask_out, "--mask-out");
@@ -232,6 +279,7 @@ int main(int argc, char** argv) {
       w = make_workload(spec);
       name = workload;
     }
+    if (is_frontier) return cli::run_frontier(frontier, w, name);
     const cli::RunResult r = cli::run_method(options, w, name);
     if (json) std::printf("%s\n", cli::to_json(r).c_str());
     else cli::print_table({r});

@@ -47,4 +47,12 @@ void write_mask_png(const TileMask& mask, std::int64_t b, std::int64_t h, const 
           "--mask-png: cannot write '", path, "'");
 }
 
+void write_rgb_png(const std::string& path, int width, int height, const std::vector<unsigned char>& rgb,
+                   const std::string& what) {
+  require(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3 == rgb.size(),
+          "internal: image of ", width, "×", height, " with ", rgb.size(), " bytes");
+  require(stbi_write_png(path.c_str(), width, height, 3, rgb.data(), width * 3) != 0, what, ": cannot write '", path,
+          "'");
+}
+
 }  // namespace spattn::cli

@@ -45,6 +45,7 @@ MethodConfig method_config(const std::string& name, const MethodOptions& o, std:
     set(bf->eta, o.eta);
     set(bf->rho, o.rho);
     set(bf->seed, o.rescue_seed);
+    set(bf->keep_ratio, o.keep_ratio);
     require(o.rescue_grid.empty() || o.rescue_grid == "coarse" || o.rescue_grid == "tile", "--rescue-grid: unknown '",
             o.rescue_grid, "' (coarse or tile)");
     if (!o.rescue_grid.empty()) bf->rescue_grid = o.rescue_grid == "coarse" ? bfla::RescueGrid::coarse : bfla::RescueGrid::tile;

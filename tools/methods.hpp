@@ -24,6 +24,7 @@ struct MethodOptions {
   std::optional<float> rho;                  ///< bfla: random rescue fraction (0 = off)
   std::optional<std::int64_t> rescue_seed;   ///< bfla: s
   std::string rescue_grid;                   ///< bfla: coarse | tile
+  std::optional<float> keep_ratio;           ///< bfla: the code's top-k floor ratio (0 = off)
   std::optional<float> sim_threshold;        ///< sparge: θ (self-similarity)
   std::optional<float> cdf_threshold;        ///< sparge: τ
   std::optional<float> topk;                 ///< sparge: ρ (> 0 selects top-k, 0 = TopCdf)

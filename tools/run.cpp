@@ -32,7 +32,41 @@ HostTensor output_like(const Workload& w) {
 
 }  // namespace
 
-RunResult run_method(const RunOptions& options, const Workload& w, const std::string& workload_name) {
+ErrorStats compare_outputs(const std::vector<float>& got, const std::vector<float>& want) {
+  ErrorStats e;
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    require(std::isfinite(d), "internal: non-finite output at element ", i);
+    diff += d;
+    norm += std::fabs(static_cast<double>(want[i]));
+    e.max_abs = std::max(e.max_abs, d);
+  }
+  e.rel_l1 = norm > 0 ? diff / norm : diff;
+  return e;
+}
+
+std::vector<float> dense_output(const Workload& w, const std::string& backend) {
+  HostTensor dense = output_like(w);
+  dense.poison();
+  AttendOptions options;
+  options.backend = backend;
+  attend_dense(w.problem, w.q.view(), w.k.view(), w.v.view(), dense.view(), options);
+  return dense.to_float();
+}
+
+ErrorStats mask_error(const Workload& w, const TileMask& mask, const std::vector<float>& dense,
+                      const std::string& backend) {
+  HostTensor o = output_like(w);
+  o.poison();
+  AttendOptions options;
+  options.backend = backend;
+  attend(w.problem, w.q.view(), w.k.view(), w.v.view(), mask, o.view(), options);
+  return compare_outputs(o.to_float(), dense);
+}
+
+RunResult run_method(const RunOptions& options, const Workload& w, const std::string& workload_name,
+                     const std::vector<float>* dense_given, TileMask* mask_out) {
   const Problem& p = w.problem;
   const MethodConfig config = method_config(options.method, options.method_options, p.heads_q);
   RunResult r;
@@ -74,29 +108,30 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   r.backend = run_stats.backend;
   r.empty_rows = run_stats.empty_rows;
   r.pv_skipped = run_stats.pv_skipped;
-  start = Clock::now();
-  attend_dense(p, q, k, v, dense_view, attend_options);
-  r.dense_ms = ms_since(start);
-  r.speedup = r.dense_ms / (r.estimate_ms + r.attend_ms);
+  // A caller that compares many masks with one dense output (spattn frontier) passes it: the same numbers.
+  if (dense_given == nullptr) {
+    start = Clock::now();
+    attend_dense(p, q, k, v, dense_view, attend_options);
+    r.dense_ms = ms_since(start);
+    r.speedup = r.dense_ms / (r.estimate_ms + r.attend_ms);
+  }
 #if defined(SPATTN_HAVE_CUDA)
-  if (d_o) d_o->download(o), d_dense->download(dense);
+  if (d_o) {
+    d_o->download(o);
+    if (dense_given == nullptr) d_dense->download(dense);
+  }
 #endif
 
-  const std::vector<float> got = o.to_float(), want = dense.to_float();
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double e = std::fabs(static_cast<double>(got[i]) - want[i]);
-    require(std::isfinite(e), "internal: non-finite output at element ", i);
-    diff += e;
-    norm += std::fabs(static_cast<double>(want[i]));
-    r.max_abs = std::max(r.max_abs, e);
-  }
-  r.rel_l1 = norm > 0 ? diff / norm : diff;
+  const std::vector<float> got = o.to_float();
+  const ErrorStats err = compare_outputs(got, dense_given != nullptr ? *dense_given : dense.to_float());
+  r.rel_l1 = err.rel_l1;
+  r.max_abs = err.max_abs;
 
   if (!options.out.empty())
     write_npy(options.out, NpyArray::from_vector(got, {p.batch, p.heads_q, p.seqlen_q, p.dim_v()}));
   if (!options.mask_out.empty()) save_mask_npz(mask, options.mask_out);
   if (!options.mask_png.empty()) write_mask_png(mask, 0, options.png_head, options.mask_png);
+  if (mask_out != nullptr) *mask_out = mask;
   return r;
 }
 

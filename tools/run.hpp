@@ -7,6 +7,7 @@
 
 #include "inputs.hpp"
 #include "methods.hpp"
+#include "spattn/mask.hpp"
 #include "spattn/workload.hpp"
 
 namespace spattn::cli {
@@ -29,7 +30,21 @@ struct RunResult {
   std::int64_t pv_skipped = 0;
 };
 
-RunResult run_method(const RunOptions& options, const Workload& workload, const std::string& workload_name);
+/// Estimates with the method, attends with its executor options, compares with dense attention. `dense`: the dense
+/// output (dense_output) when the caller already has it — then dense_ms and speedup stay 0; `mask`: receives the mask.
+RunResult run_method(const RunOptions& options, const Workload& workload, const std::string& workload_name,
+                     const std::vector<float>* dense = nullptr, TileMask* mask = nullptr);
+
+/// rel_l1 = Σ|got − want| / Σ|want| (fp64 sums in element order), max_abs = max |got − want|: what run reports.
+struct ErrorStats {
+  double rel_l1 = 0, max_abs = 0;
+};
+ErrorStats compare_outputs(const std::vector<float>& got, const std::vector<float>& want);
+/// Dense attention's output of the workload (float32, [B, Hq, Nq, Dv] flattened).
+std::vector<float> dense_output(const Workload& workload, const std::string& backend = "reference");
+/// Attends over `mask` (no executor options) and compares with `dense`.
+ErrorStats mask_error(const Workload& workload, const TileMask& mask, const std::vector<float>& dense,
+                      const std::string& backend = "reference");
 void print_table(const std::vector<RunResult>& results);
 std::string to_json(const RunResult& result);
 /// Runs every implemented method on the built-in workloads and prints the table.

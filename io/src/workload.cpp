@@ -20,6 +20,28 @@
 //   for a token and itself, about −1.7 per cell of distance along one axis nearby, −6 to −7 on average far
 //   away; 3 random global tokens carry u_global that every query carries: +4 logits on them.
 // random: Q, K, V i.i.d. N(0, 1).
+//
+// What each pattern imitates (and what it does not; bench/results/accuracy-frontier.md measures the effect):
+//   llm sinks        — attention sinks (StreamingLLM): the first tokens take a large share of almost every head's
+//                      mass whatever the query;
+//   llm local band   — the local window of MInference's "A-shape" heads; the rotary-like features give the score
+//                      RoPE's decay with distance, so the band has no hard edge;
+//   llm heavy keys   — MInference's "vertical lines": a few keys every query attends to;
+//   llm slash lines  — MInference's "slash lines": mass at fixed relative offsets (multiples of the period P);
+//   llm needles      — retrieval heads: one query attends to one far-away key (needle in a haystack);
+//   llm per-head     — per KV head: heavy-key positions, P and needle positions; per query head: a factor in
+//                      [0.9, 1.1] on the sink and heavy components. NOT imitated: head-type specialisation —
+//                      measured heads are mostly one type (pure local, vertical-slash, block-sparse) with
+//                      very different sharpness; here every head mixes all five patterns at the same strengths;
+//   video locality   — 3-D positional features: the mass of a token goes to its spatial neighbours in its frame
+//                      and to the same place in nearby frames (the spatial and temporal heads of video DiTs,
+//                      Sparse VideoGen); frame-major order makes the spatial neighbours near-diagonal and the
+//                      temporal ones off-diagonal bands at multiples of H·W;
+//   video globals    — 3 tokens every query attends to (text/register-like tokens);
+//   video per-head   — only the global tokens' positions differ between heads. NOT imitated: separate spatial-only
+//                      and temporal-only heads.
+// Changing any constant changes every recorded result that uses the workloads (bench/results/): the generators
+// are kept as they are, bit for bit.
 // V is N(0, 1) for every kind. Structured directions are random unit vectors in the dims that the
 // positional features do not use.
 #include "spattn/workload.hpp"

@@ -22,6 +22,7 @@
 #include "spattn/estimate.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/method_config.hpp"
+#include "spattn/oracle.hpp"
 #include "spattn/problem.hpp"
 
 namespace spattn {
@@ -43,6 +44,18 @@ Estimate estimate(const MethodConfig& config, const Problem& problem, const Tens
 SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
                                        const TensorView& k, const TensorView& v, const TensorView& o,
                                        const AttendOptions& options = {});
+
+/// The oracle (spattn/oracle.hpp): the exact attention mass of every reachable key tile of `shape` (tile_q, tile_k,
+/// mask heads Hq or Hkv, the problem's batch, lengths and causality). It is not a method — it reads the true scores
+/// and costs the Q·Kᵀ half of dense attention — so it is not a MethodConfig: it runs on the reference backend, on
+/// host memory (spattn::Error otherwise), and its masses serve any number of budgets (oracle_mask below).
+OracleMass oracle_tile_mass(const Problem& problem, const TensorView& q, const TensorView& k, const MaskShape& shape);
+
+/// The oracle's mask for a budget: per mask row, the tiles of most mass first until the budget is met.
+TileMask oracle_mask(const OracleMass& mass, const OracleBudget& budget);
+/// Both steps at once.
+TileMask oracle_mask(const Problem& problem, const TensorView& q, const TensorView& k, const MaskShape& shape,
+                     const OracleBudget& budget);
 
 /// One calibration input (its tensors in host memory).
 struct Sample {
