@@ -98,6 +98,13 @@ std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
     arms.emplace_back("anchor theta 8", an);
     an.theta = 4.0f;
     arms.emplace_back("anchor theta 4", an);
+    sale::Config sa;  // defaults: int4 codes (run as int8 on the tensor cores), τ = 0.004, 128 local keys
+    arms.emplace_back("sale int4 tau 0.004", sa);
+    sa.bits = 8;
+    arms.emplace_back("sale int8 tau 0.004", sa);
+    sa.bits = 4;
+    sa.tau = {0.05f};
+    arms.emplace_back("sale int4 tau 0.05", sa);
   } else {
     fg_attn::Config fg;  // defaults: 32 × 32 tiles, top-p 0.9 (the paper's)
     arms.emplace_back("fgattn 32x32 p 0.9", fg);

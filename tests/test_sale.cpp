@@ -121,6 +121,47 @@ TEST_CASE("tau = 0 is dense attention; sink and local blocks are always kept; ma
   }
 }
 
+/// Margins equal bit for bit, or both NaN (not a candidate).
+bool same_margins(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::isnan(a[i]) ? std::isnan(b[i]) : std::memcmp(&a[i], &b[i], sizeof(float)) == 0)) return false;
+  return true;
+}
+
+TEST_CASE("sale_select over the estimator's own sink-local states is sale_estimate; other states move decisions") {
+  Workload w = test_workload(WorkloadKind::llm, 1100, 4, 2);  // GQA, not a multiple of 64
+  for (int bits : {4, 8}) {
+    sale::Config c;
+    c.bits = bits;
+    c.tau = {0.01f, 0.0f, 0.05f, 0.002f};  // a dense head among them
+    const auto est = reference::sale_estimate(w.problem, w.q.view(), w.k.view(), c);
+    const auto again = reference::sale_select(w.problem, w.q.view(), w.k.view(), c, est.sink_local);
+    CHECK(again.mask.row_ptr == est.mask.row_ptr);
+    CHECK(again.mask.tiles == est.mask.tiles);
+    CHECK(same_margins(again.margins, est.margins));
+    CHECK(again.candidates == est.candidates);
+    CHECK(again.selected == est.selected);
+    CHECK(again.selected < again.candidates);
+
+    // Raising every m by 3 (base 2) raises every threshold: fewer candidates pass, and the margins move.
+    std::vector<SoftmaxState> raised = est.sink_local;
+    for (SoftmaxState& s : raised) s.m += 3.0f;
+    const auto fewer = reference::sale_select(w.problem, w.q.view(), w.k.view(), c, raised);
+    CHECK(fewer.candidates == est.candidates);
+    CHECK(fewer.selected < est.selected);
+    CHECK(!same_margins(fewer.margins, est.margins));
+  }
+  sale::Config c;
+  std::vector<SoftmaxState> short_states(10);
+  CHECK_THROWS_WITH_AS(reference::sale_select(w.problem, w.q.view(), w.k.view(), c, short_states),
+                       doctest::Contains("sink_local"), Error);
+  CHECK_THROWS_AS(reference::sale_head_inputs(w.problem, w.q.view(), w.k.view(), c, 0, 4), Error);
+  const auto in = reference::sale_head_inputs(w.problem, w.q.view(), w.k.view(), c, 0, 3);
+  CHECK(in.q.codes.size() == static_cast<std::size_t>(1100 * w.problem.head_dim));
+  CHECK(in.qmk.size() == 1100u);
+}
+
 TEST_CASE("int8 estimates are closer to the exact scores than int4") {
   const std::int64_t d = 64, n = 256;
   std::vector<float> q(static_cast<std::size_t>(n * d)), k(q.size());

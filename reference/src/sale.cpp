@@ -63,34 +63,56 @@ SaleQuantized sale_quantize_k(const std::vector<float>& rows, std::int64_t n, st
   return quantize(rows, n, d, range, sale::k_group);
 }
 
-SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c) {
+namespace {
+
+/// One (b, h)'s Q rows, K', qmk and codes (sale_head_inputs; K' and its codes depend on the KV head only).
+SaleHeadInputs head_inputs(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c,
+                           std::int64_t b, std::int64_t h) {
+  const std::int64_t d = p.head_dim, nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
+  SaleHeadInputs in;
+  std::vector<float> qr = rows_of(p, q, true, b, h, nq);
+  in.q_raw = qr;
+  in.k_centred = rows_of(p, k, false, b, p.kv_head_of(h), nkv);
+  const std::vector<float> mu_q = center(qr, nq, d);
+  center(in.k_centred, nkv, d);
+  in.qmk.resize(static_cast<std::size_t>(nkv));
+  for (std::int64_t j = 0; j < nkv; ++j)
+    in.qmk[static_cast<std::size_t>(j)] = dot_lanes8(mu_q.data(), in.k_centred.data() + j * d, static_cast<int>(d));
+  in.q = sale_quantize_q(qr, nq, d, c.range());
+  in.k = sale_quantize_k(in.k_centred, nkv, d, c.range());
+  return in;
+}
+
+/// The estimator; `given`: sink-local states to threshold with instead of its own exact pass (sale_select).
+SaleEstimate select(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c,
+                    const std::vector<SoftmaxState>* given) {
   p.validate();
   c.validate(p.heads_q);
+  require(given == nullptr || given->size() == static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q),
+          "sale_select: sink_local must hold batch·heads_q·seqlen_q states");
   const MaskShape shape = MaskShape::of(p, sale::kBlockQ, sale::kBlockK);
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
   const std::int64_t nl = c.local_window / sale::kBlockK;
   const float sl = scale_log2(p.softmax_scale());
   SaleEstimate out;
   out.margins.assign(static_cast<std::size_t>(p.batch * p.heads_q * tq * tk), NAN);
-  out.sink_local.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), SoftmaxState{});
+  if (given) out.sink_local = *given;
+  else out.sink_local.assign(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q), SoftmaxState{});
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
   std::vector<std::int64_t> cand_count(static_cast<std::size_t>(p.batch * p.heads_q), 0), sel_count(cand_count.size(), 0);
 
   tbb::parallel_for(std::int64_t{0}, p.batch * p.heads_q, [&](std::int64_t bh) {
-    const std::int64_t b = bh / p.heads_q, h = bh % p.heads_q, hkv = p.kv_head_of(h);
+    const std::int64_t b = bh / p.heads_q, h = bh % p.heads_q;
     const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
     const float tau = c.tau_of(h);
-    std::vector<float> qr = rows_of(p, q, true, b, h, nq), kr = rows_of(p, k, false, b, hkv, nkv);
-    const std::vector<float> q_raw = qr;
-    const std::vector<float> mu_q = center(qr, nq, d);
-    center(kr, nkv, d);
-    std::vector<float> qmk(static_cast<std::size_t>(nkv));
-    for (std::int64_t j = 0; j < nkv; ++j) qmk[static_cast<std::size_t>(j)] = dot_lanes8(mu_q.data(), kr.data() + j * d, static_cast<int>(d));
-    const SaleQuantized qq = sale_quantize_q(qr, nq, d, c.range()), kq = sale_quantize_k(kr, nkv, d, c.range());
+    const SaleHeadInputs in = head_inputs(p, q, k, c, b, h);
+    const std::vector<float>& q_raw = in.q_raw;
+    const std::vector<float>& qmk = in.qmk;
+    const SaleQuantized &qq = in.q, &kq = in.k;
     RowMatrix kcodes(nkv, d);
     for (std::int64_t j = 0; j < nkv; ++j)
       for (std::int64_t e = 0; e < d; ++e) kcodes(j, e) = kq.codes[static_cast<std::size_t>(j * d + e)];
-    const Eigen::Map<const RowMatrix> kexact(kr.data(), nkv, d);
+    const Eigen::Map<const RowMatrix> kexact(in.k_centred.data(), nkv, d);
 
     std::vector<float> x, w, thr(sale::kBlockQ);
     for (std::int64_t blk = 0; blk < tq; ++blk) {
@@ -107,8 +129,13 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
         for (std::int64_t j = 1; j < cand_end; ++j) row.push_back(static_cast<std::int32_t>(j));
         continue;
       }
-      // Exact sink-local statistics and raw-logit thresholds per row.
+      // Exact sink-local statistics (or the given ones) and raw-logit thresholds per row.
       for (std::int64_t r = 0; r < nrows; ++r) {
+        const auto at = static_cast<std::size_t>(bh * p.seqlen_q + first + r);
+        if (given) {
+          thr[static_cast<std::size_t>(r)] = sale::threshold((*given)[at], tau, sl);
+          continue;
+        }
         const AnchorRegion region = sale::sink_local_region(p.visible_keys(b, first + r), cand_end);
         const Eigen::Map<const Eigen::RowVectorXf> qi(q_raw.data() + (first + r) * d, d);
         x.clear();
@@ -118,7 +145,7 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
         w.resize(x.size());
         OnlineSoftmax::update(st, x.data(), static_cast<int>(x.size()), w.data());
         thr[static_cast<std::size_t>(r)] = sale::threshold(st, tau, sl);
-        out.sink_local[static_cast<std::size_t>(bh * p.seqlen_q + first + r)] = st;
+        out.sink_local[at] = st;
       }
       // Candidate blocks: integer products of the codes (exact in fp32: |acc| ≤ 127²·256 < 2^24).
       RowMatrix qcodes(nrows, d);
@@ -155,6 +182,25 @@ SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorVi
   out.mask = TileMask::from_rows(shape, std::move(rows));
   for (std::size_t i = 0; i < cand_count.size(); ++i) out.candidates += cand_count[i], out.selected += sel_count[i];
   return out;
+}
+
+}  // namespace
+
+SaleHeadInputs sale_head_inputs(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c,
+                                std::int64_t b, std::int64_t h) {
+  p.validate();
+  c.validate(p.heads_q);
+  require(b >= 0 && b < p.batch && h >= 0 && h < p.heads_q, "sale_head_inputs: (b, h) outside the problem");
+  return head_inputs(p, q, k, c, b, h);
+}
+
+SaleEstimate sale_estimate(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c) {
+  return select(p, q, k, c, nullptr);
+}
+
+SaleEstimate sale_select(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c,
+                         const std::vector<SoftmaxState>& sink_local) {
+  return select(p, q, k, c, &sink_local);
 }
 
 }  // namespace spattn::reference

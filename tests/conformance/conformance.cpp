@@ -217,6 +217,11 @@ const std::vector<EstimatorCase>& estimator_cases() {
     sale::Config sale8 = sale4;
     sale8.bits = 8;
     sale8.local_window = 64;
+    sale::Config sale_heads;  // per-head τ: a dense head (τ = 0), the default, a large τ; int8
+    sale_heads.bits = 8;
+    sale_heads.tau = {0.0f, 0.004f, 0.05f, 0.3f};
+    sale::Config sale8_strict = sale8;
+    sale8_strict.tau = {0.3f};
     anchor_attn::Config anchor;
     anchor.step = 4;
     anchor.theta = 6.0f;
@@ -271,6 +276,9 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"sale int8 Nq < Nkv fp16", sale8, llm, 1, 2, 1, 400, 900, 64, true, DType::f16},
         {"sale non-causal video", sale4, video, 1, 2, 2, 600, 600, 64, false, DType::bf16},
         {"sale varlen D=256", sale_strict, random, 2, 2, 2, 300, 500, 256, true, DType::bf16, {300, 70}, {500, 70}},
+        {"sale per-head tau GQA odd N", sale_heads, llm, 1, 4, 1, 1531, 1531, 128, true, DType::bf16},
+        {"sale int4 tau 0.3 non-causal Nq < Nkv fp16", sale_strict, video, 1, 4, 2, 333, 1100, 128, false, DType::f16},
+        {"sale int8 varlen", sale8_strict, random, 3, 4, 2, 700, 900, 64, true, DType::bf16, {700, 45, 200}, {900, 45, 333}},
         {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},
         {"anchor non-causal", anchor, video, 1, 2, 1, 1100, 1300, 64, false, DType::f16},
         {"anchor default Nq < Nkv", anchor_default, llm, 1, 2, 2, 700, 3000, 64, true, DType::bf16},

@@ -20,6 +20,7 @@
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
 #include "spattn/reference/executor.hpp"
+#include "spattn/reference/sale.hpp"
 #include "spattn/tensor_rows.hpp"
 #include "spattn/spattn.hpp"
 
@@ -103,9 +104,10 @@ TEST_CASE("CUDA executor with the mma.sync kernel forced matches the reference")
 
 /// The shared estimator table on the CUDA backend. SpargeAttn (and every estimator that follows the core's fixed-order
 /// fp32 arithmetic, compiled with --fmad=false) must equal the reference decision for decision (bit-identical masks).
-/// BFLA's group scores and AnchorAttention's anchors and stripe scores come from tensor-core sums that are not the
-/// reference's (DESIGN.md §5.3): their cases may differ in a few decisions near a threshold (reported, at most 2% of
-/// them); the decompositions into exact rules and bounded sums are the next tests'. Cases of methods without a CUDA estimator report its reasons.
+/// BFLA's group scores, AnchorAttention's anchors and stripe scores and SALE's sink-local statistics come from
+/// tensor-core sums that are not the reference's (DESIGN.md §5.3): their cases may differ in a few decisions near a
+/// threshold (reported, at most 2% of them); the decompositions into exact rules and bounded sums are the next tests'.
+/// Cases of methods without a CUDA estimator report its reasons (SALE: head_dim 256).
 TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identical to the reference") {
   CudaMemory memory;
   int ran = 0;
@@ -115,13 +117,15 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
     const std::string case_name(c.name);
     CAPTURE(case_name);
     const conformance::EstimatorOutcome r = conformance::check_estimator(c, "cuda", memory);
-    // BFLA's and AnchorAttention's scores are tensor-core sums
-    const bool approx = std::holds_alternative<bfla::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config);
+    // BFLA's and AnchorAttention's scores and SALE's sink-local statistics are tensor-core sums
+    const bool is_sale = std::holds_alternative<sale::Config>(c.config);
+    const bool approx =
+        std::holds_alternative<bfla::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config) || is_sale;
     if (!r.not_supported.empty()) {
       reason = r.not_supported.front();
-      // SpargeAttn, BFLA and AnchorAttention cover the whole table, FG-Attn every EXACT-semantics case.
+      // SpargeAttn, BFLA and AnchorAttention cover the whole table, SALE head_dim 64/128, FG-Attn every EXACT-semantics case.
       CHECK(!std::holds_alternative<sparge::Config>(c.config));
-      CHECK(!approx);
+      CHECK((!approx || (is_sale && c.d != 64 && c.d != 128)));
       if (const auto* fg = std::get_if<fg_attn::Config>(&c.config)) CHECK(fg->semantics != fg_attn::Semantics::exact);
       continue;
     }
@@ -139,9 +143,9 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
     }
   }
   MESSAGE("CUDA estimators: " << ran << " of " << conformance::estimator_cases().size() << " cases ran, " << decisions
-                              << " decisions compared (BFLA and AnchorAttention: " << approx_differing << " of " << approx_decisions
+                              << " decisions compared (BFLA, AnchorAttention and SALE: " << approx_differing << " of " << approx_decisions
                               << " differ)" << (reason.empty() ? std::string() : "; not covered: " + reason));
-  CHECK(ran >= 22);
+  CHECK(ran >= 28);
 }
 
 /// The raw rows a device estimator wrote (before download()'s clean-up, which sorts and clips): every row_end within
@@ -398,6 +402,138 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
   CHECK(ran >= 4);
 }
 
+/// SALE's device estimator over every SALE case of the shared table that it covers (head_dim 64/128), decision by
+/// decision (DESIGN.md §5.2–5.3):
+///  (a) the codes and scales of Q' and K' are bit-identical to the reference's (reference::sale_head_inputs);
+///  (b) the sink-local statistics (the executor's statistics pass, moved to the smoothed domain q·k' by subtracting
+///      scale·log2e·q·μ_k) are within a rounding bound of sale_estimate's exact ones: the device sums q·k_j on the tensor
+///      cores and subtracts q·μ_k (dot_lanes8), the reference sums q·k'_j with k'_j = RN(k_j − μ_k) (Eigen); with
+///      products exact in fp32, every sum errs by at most γ_D ≤ D·2⁻²⁴ of its Σ|terms| (the tensor core's truncation:
+///      2·D·2⁻²⁴), so |Δx| ≤ 4·D·2⁻²⁴·scale·log2e·Σ_e |q_e|·(max_j |k_je| + |μ_ke|) (c = 4 as in the BFLA and anchor
+///      tests; the rounding of k' and of the correction are below one D·2⁻²⁴ of the same sum) + 4·2⁻²⁴·|m|; m is a max of
+///      such scores; l sums 2^(x − m): relative error ≤ 2·ln2·|Δx| + 3e-5 (ex2.approx and fp32 sums). A missing or extra
+///      key moves l by ≳ 1 / (number of sink-local keys) ≥ 1/300.
+///  (c) every candidate's margin and the mask are BIT-IDENTICAL to reference::sale_select over the DEVICE's states:
+///      the integer products, the biases, GroupMax, the dequantization and the thresholds are the core's rules.
+/// The workspaces and the mask are poisoned before the run.
+TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within their bound, margins and mask exact") {
+  CudaMemory memory;
+  int ran = 0;
+  const double u = std::ldexp(1.0, -24);
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const auto* cfg = std::get_if<sale::Config>(&c.config);
+    if (cfg == nullptr || (c.d != 64 && c.d != 128)) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const Problem& p = in.problem;
+    REQUIRE(cuda::sale_not_supported_reasons(*cfg, p).empty());
+    const TensorView q = memory.upload(in.q), k = memory.upload(in.k);
+    const cuda::detail::DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
+    const auto est = cuda::make_sale_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr, /*keep_margins*/ true);
+    cuda::DeviceTileMask mask(est->shape());
+    est->poison_workspace();
+    cuda_check(cudaMemset(mask.row_end(), 0xff, static_cast<std::size_t>(mask.shape().num_rows()) * sizeof(std::int64_t)));
+    cuda_check(cudaMemset(mask.tiles(), 0xff,
+                          static_cast<std::size_t>(mask.shape().num_rows() * mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
+    est->run(q, k, mask, nullptr);
+    cuda_check(cudaDeviceSynchronize());
+    REQUIRE(bad_device_rows(mask) == 0);
+    const TileMask got = mask.download(nullptr);
+    const reference::SaleEstimate ref = reference::sale_estimate(p, in.q.view(), in.k.view(), *cfg);
+    REQUIRE(got.shape == ref.mask.shape);
+    CHECK(est->workspace_bytes() > 0);
+
+    // (a) codes and scales, and (b) the sink-local states, head by head.
+    const std::int64_t d = p.head_dim, ratio = p.heads_q / p.heads_kv;
+    const double sl = scale_log2(p.softmax_scale());
+    const std::vector<SoftmaxState> dev = est->sink_local(nullptr);
+    std::int64_t codes = 0, bad_codes = 0, bad_scales = 0, rows = 0, bad_m = 0, bad_l = 0;
+    double worst_m = 0.0;
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        const reference::SaleHeadInputs want = reference::sale_head_inputs(p, in.q.view(), in.k.view(), *cfg, b, h);
+        const cuda::SaleEstimator::Quantized gq = est->q_codes(b, h, nullptr);
+        REQUIRE(gq.codes.size() == want.q.codes.size());
+        codes += static_cast<std::int64_t>(gq.codes.size());
+        for (std::size_t i = 0; i < gq.codes.size(); ++i) bad_codes += gq.codes[i] != want.q.codes[i] ? 1 : 0;
+        for (std::size_t i = 0; i < gq.scale.size(); ++i)
+          bad_scales += std::memcmp(&gq.scale[i], &want.q.scale[i], sizeof(float)) != 0 ? 1 : 0;
+        if (h % ratio == 0) {  // K' codes: once per KV head
+          const cuda::SaleEstimator::Quantized gk = est->k_codes(b, p.kv_head_of(h), nullptr);
+          REQUIRE(gk.codes.size() == want.k.codes.size());
+          codes += static_cast<std::int64_t>(gk.codes.size());
+          for (std::size_t i = 0; i < gk.codes.size(); ++i) bad_codes += gk.codes[i] != want.k.codes[i] ? 1 : 0;
+          for (std::size_t i = 0; i < gk.scale.size(); ++i)
+            bad_scales += std::memcmp(&gk.scale[i], &want.k.scale[i], sizeof(float)) != 0 ? 1 : 0;
+        }
+        // (b) μ_k from K' = K − μ_k: |μ_ke| ≤ |k_je| + |k'_je| for any j; the bound takes max_j |k_je| and |μ_ke| as
+        // max_j |k_je − k'_je|.
+        std::vector<float> kraw(static_cast<std::size_t>(nkv * d));
+        for (std::int64_t j = 0; j < nkv; ++j)
+          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), j), d, kraw.data() + j * d);
+        std::vector<double> kmag(static_cast<std::size_t>(d), 0.0);
+        for (std::int64_t j = 0; j < nkv; ++j)
+          for (std::int64_t e = 0; e < d; ++e) {
+            const auto at = static_cast<std::size_t>(j * d + e);
+            const double mu = std::fabs(double(kraw[at]) - double(want.k_centred[at]));
+            kmag[static_cast<std::size_t>(e)] = std::max(kmag[static_cast<std::size_t>(e)], std::fabs(double(kraw[at])) + mu);
+          }
+        for (std::int64_t i = 0; i < nq; ++i) {
+          const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
+          const SoftmaxState a = dev[at], r = ref.sink_local[at];
+          ++rows;
+          if (!std::isfinite(r.m)) {  // no statistics (a query block without candidates): both (−∞, 0)
+            bad_m += a.m == r.m && a.l == 0.0f ? 0 : 1;
+            continue;
+          }
+          double mag = 0.0;
+          for (std::int64_t e = 0; e < d; ++e)
+            mag += std::fabs(double(want.q_raw[static_cast<std::size_t>(i * d + e)])) * kmag[static_cast<std::size_t>(e)];
+          const double bx = 4.0 * double(d) * u * sl * mag + 4.0 * u * std::fabs(double(r.m));
+          const double em = std::fabs(double(a.m) - double(r.m));
+          if (!(em <= bx)) ++bad_m;  // NaN (poison) fails
+          if (bx > 0.0) worst_m = std::max(worst_m, em / bx);
+          const double el = std::fabs(double(a.l) - double(r.l));
+          if (!(el <= double(r.l) * (2.0 * std::log(2.0) * bx + 3e-5))) ++bad_l;
+        }
+      }
+    }
+    CHECK(codes > 0);
+    CHECK(bad_codes == 0);
+    CHECK(bad_scales == 0);
+    CHECK(rows > 0);
+    CHECK(bad_m == 0);
+    CHECK(bad_l == 0);
+
+    // (c) margins and mask against the reference's rules over the device's states.
+    const reference::SaleEstimate want = reference::sale_select(p, in.q.view(), in.k.view(), *cfg, dev);
+    const std::vector<float> margins = est->margins(nullptr);
+    REQUIRE(margins.size() == want.margins.size());
+    std::int64_t candidates = 0, bad_margins = 0;
+    for (std::size_t i = 0; i < margins.size(); ++i) {
+      if (std::isnan(want.margins[i])) continue;  // not a candidate: the device does not write it
+      ++candidates;
+      bad_margins += std::memcmp(&margins[i], &want.margins[i], sizeof(float)) != 0 ? 1 : 0;
+    }
+    CHECK(candidates == want.candidates);
+    CHECK(bad_margins == 0);
+    CHECK(got.row_ptr == want.mask.row_ptr);
+    CHECK(got.tiles == want.mask.tiles);
+    // How far the pure reference is (its own exact statistics): reported; the table test bounds it.
+    const std::vector<std::uint8_t> a = got.to_bitmap(), bref = ref.mask.to_bitmap();
+    std::int64_t differing = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) differing += a[i] != bref[i] ? 1 : 0;
+    ++ran;
+    MESSAGE(case_name << ": " << codes << " codes bit-identical; " << rows << " sink-local states within the bound (worst at "
+                      << worst_m << " of it); " << candidates << " candidate margins bit-identical (" << want.selected
+                      << " selected); " << differing << " decisions differ from the pure reference; density "
+                      << got.stats().density << "; workspace " << est->workspace_bytes() << " bytes");
+  }
+  CHECK(ran >= 6);
+}
+
 /// sparse_attention() on CUDA tensors runs the device pipeline (mask never on the host between the stages); its
 /// mask equals the reference estimator's and its output the reference executor's over that mask.
 TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals the reference") {
@@ -472,7 +608,7 @@ TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals
 /// The whole estimate → attend sequence of a Plan captured in a CUDA graph (global capture mode: any allocation,
 /// copy or synchronisation inside would fail the capture) and replayed on fresh inputs written into the same
 /// buffers: each replay's mask and output are the reference's for those inputs.
-/// exact: the device mask must equal the reference's; otherwise (BFLA's tensor-core scores) it may differ in at most
+/// exact: the device mask must equal the reference's; otherwise (tensor-core scores or statistics) it may differ in at most
 /// 2 % of the decisions. The output is the reference executor's over the device's own mask.
 void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact) {
   CAPTURE(method_name(cfg));
@@ -553,6 +689,11 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   an.step = 4;
   an.theta = 3.0f;
   check_graph_replays(an, WorkloadKind::llm, false);
+  sale::Config sa;  // defaults: int4, τ = 0.004, 128 local keys; thresholds from the tensor-core statistics pass
+  check_graph_replays(sa, WorkloadKind::llm, false);
+  sa.bits = 8;
+  sa.tau = {0.05f};
+  check_graph_replays(sa, WorkloadKind::llm, false);
 }
 
 // PV-skip on the sm90 kernel. Q and K hold small integers, so every score is an exact integer on both sides

@@ -114,6 +114,41 @@ __global__ void pool_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int bloc
   }
 }
 
+/// Sequence means (the key centring of SpargeAttn and SALE, pooling.hpp's sequence_mean), in two kernels:
+/// chunk_sum_kernel: chunk t (blockIdx.x) of (batch, head) blockIdx.y — column_sum of its kMeanChunk rows, one thread
+/// per column (blockDim.x = d), the rows staged in shared memory as fp32 kStageRows at a time with the sum carried
+/// across (dynamic shared memory: chunk_bytes(d)); sequence_mean_kernel: per (batch, head) the mean over the chunk sums.
+constexpr int kStageRows = 64;
+inline std::size_t chunk_bytes(std::int64_t d) { return static_cast<std::size_t>(kStageRows * d) * sizeof(float); }
+template <class T>
+__global__ void chunk_sum_kernel(Rows<T> x, Seqs seqs, bool is_q, int heads, int d, int chunks, float* partial) {
+  extern __shared__ float rows_f32[];  // kStageRows × d
+  const int t = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / heads, h = bh % heads;
+  const std::int64_t n = is_q ? seqs.len_q(b) : seqs.len_kv(b), first = t * kMeanChunk;
+  if (first >= n) return;
+  const std::int64_t end = first + kMeanChunk < n ? first + kMeanChunk : n;
+  const int c = static_cast<int>(threadIdx.x);
+  float s = 0.0f;
+  for (std::int64_t at = first; at < end; at += kStageRows) {
+    const int rows = static_cast<int>(end - at < kStageRows ? end - at : kStageRows);
+    __syncthreads();
+    stage_rows(x, b, h, at, rows, d, [&](int r, int cc, float v) { rows_f32[r * d + cc] = v; });
+    __syncthreads();
+    s = column_sum([&](std::int64_t r) { return rows_f32[r * d + c]; }, 0, rows, s);
+  }
+  partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c] = s;
+}
+/// mu[(b·heads + h)·d + c]: sequence_mean over the chunk sums, one thread per column (a template only so that the
+/// header can define it for several files).
+template <class = void>
+__global__ void sequence_mean_kernel(const float* partial, Seqs seqs, bool is_q, int heads, int d, int chunks, float* mu) {
+  const int bh = static_cast<int>(blockIdx.x), b = bh / heads;
+  const std::int64_t n = is_q ? seqs.len_q(b) : seqs.len_kv(b);
+  for (int c = threadIdx.x; c < d; c += blockDim.x)
+    mu[static_cast<std::int64_t>(bh) * d + c] =
+        sequence_mean([&](std::int64_t t) { return partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c]; }, n);
+}
+
 /// Limits of the estimators' select kernels: keys one row sorts in shared memory, and the shared memory of one block.
 constexpr int kMaxSortKeys = 16384;
 constexpr int kMaxSharedBytes = 227 * 1024;

@@ -107,6 +107,35 @@ std::vector<std::string> anchor_attn_not_supported_reasons(const anchor_attn::Co
 std::unique_ptr<AnchorAttnEstimator> make_anchor_attn_estimator(const anchor_attn::Config& config, const Problem& problem,
                                                                 const std::int64_t* cu_q, const std::int64_t* cu_kv);
 
+/// SALE's estimator (sale.cu); its codes, scales, sink-local states and margins are exposed for the GPU tests
+/// (tests/gpu), which check the codes bit for bit against the reference's, the states within a rounding bound, and the
+/// margins and mask bit for bit against reference::sale_select over the device's states.
+class SaleEstimator : public DeviceEstimator {
+ public:
+  /// Codes [n][d] and the per-row copy of each group's scale (reference::SaleQuantized's layout).
+  struct Quantized {
+    std::vector<std::int8_t> codes;
+    std::vector<float> scale;
+  };
+  /// The codes of Q' of (b, query head h) after run(), rows of the sequence. Waits for `stream`.
+  virtual Quantized q_codes(std::int64_t b, std::int64_t h, cudaStream_t stream) const = 0;
+  /// The codes of K' of (b, KV head h) after run(), rows of the sequence. Waits for `stream`.
+  virtual Quantized k_codes(std::int64_t b, std::int64_t h, cudaStream_t stream) const = 0;
+  /// The sink-local states [(b·Hq + h)·Nq + i] of the last run() (in the smoothed domain q·k', like the reference's),
+  /// rows past a sequence's end: whatever the workspace held. Waits for `stream`.
+  virtual std::vector<SoftmaxState> sink_local(cudaStream_t stream) const = 0;
+  /// Per (b, hq, query block, key block) the margin of each candidate block (reference::SaleEstimate::margins' layout;
+  /// other entries: whatever the workspace held). Only for an estimator made with keep_margins. Waits for `stream`.
+  virtual std::vector<float> margins(cudaStream_t stream) const = 0;
+  /// Sets every workspace byte to 0xff (NaN states, scales and margins; codes −1), for tests. Synchronous.
+  virtual void poison_workspace() = 0;
+};
+std::vector<std::string> sale_not_supported_reasons(const sale::Config& config, const Problem& problem);
+/// keep_margins: also write every candidate's margin (B·Hq·Tq·Tk floats: tests only).
+std::unique_ptr<SaleEstimator> make_sale_estimator(const sale::Config& config, const Problem& problem,
+                                                   const std::int64_t* cu_q, const std::int64_t* cu_kv,
+                                                   bool keep_margins = false);
+
 std::vector<std::string> bfla_not_supported_reasons(const bfla::Config& config, const Problem& problem);
 /// per_query_head: one mask per query head (the reference's option, for analysis and tests); Plan uses false.
 std::unique_ptr<BflaEstimator> make_bfla_estimator(const bfla::Config& config, const Problem& problem,

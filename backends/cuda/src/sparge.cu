@@ -2,8 +2,8 @@
 // reference's bits: every fp32 value is computed in the core's fixed order (pooling.hpp's column means,
 // sparge::row_inv_norm / unit_sum / similarity_of, dot_lane + combine_lanes8 scores, exp2_det weights, top_cdf_count on the
 // sorted row), this file compiled with --fmad=false. Three kernels, all on the caller's stream:
-//   1. key_chunk_sum + key_mean: the mean key of each (batch, KV head) in pooling.hpp's blocked order (chunk sums
-//      in parallel, then their sum), one thread per column;
+//   1. chunk_sum + sequence_mean (estimate.cuh): the mean key of each (batch, KV head) in pooling.hpp's blocked
+//      order (chunk sums in parallel, then their sum), one thread per column;
 //   2. pool (twice): per block of rows, its mean and self-similarity (keys centred by 1.); one CTA per block;
 //   3. select: per (batch, query head, query block) — one CTA — pooled scores, candidates and forced blocks, the
 //      selection order as a bitonic sort of (weight, index) keys, top-k or TopCdf, diagonal and sink blocks; the
@@ -34,37 +34,6 @@ using detail::check;
 using detail::DeviceArray;
 
 constexpr int kPoolThreads = 128, kSelectThreads = 256;
-
-/// Chunk t (blockIdx.x) of the (batch, KV head)'s keys: column_sum of its kMeanChunk rows, one thread per column
-/// (blockDim.x = d), the rows staged in shared memory as fp32 kStageRows at a time with the sum carried across.
-constexpr int kStageRows = 64;
-template <class T>
-__global__ void key_chunk_sum_kernel(Rows<T> k, Seqs seqs, int heads_kv, int d, int chunks, float* partial) {
-  extern __shared__ float rows_f32[];  // kStageRows × d
-  const int t = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / heads_kv, h = bh % heads_kv;
-  const std::int64_t n = seqs.len_kv(b), first = t * kMeanChunk;
-  if (first >= n) return;
-  const std::int64_t end = first + kMeanChunk < n ? first + kMeanChunk : n;
-  const int c = static_cast<int>(threadIdx.x);
-  float s = 0.0f;
-  for (std::int64_t at = first; at < end; at += kStageRows) {
-    const int rows = static_cast<int>(end - at < kStageRows ? end - at : kStageRows);
-    __syncthreads();
-    detail::stage_rows(k, b, h, at, rows, d, [&](int r, int cc, float v) { rows_f32[r * d + cc] = v; });
-    __syncthreads();
-    s = column_sum([&](std::int64_t r) { return rows_f32[r * d + c]; }, 0, rows, s);
-  }
-  partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c] = s;
-}
-
-/// The mean key of each (batch, KV head): sequence_mean over the chunk sums, one thread per column.
-__global__ void key_mean_kernel(const float* partial, Seqs seqs, int heads_kv, int d, int chunks, float* mu) {
-  const int bh = static_cast<int>(blockIdx.x), b = bh / heads_kv;
-  const std::int64_t n = seqs.len_kv(b);
-  for (int c = threadIdx.x; c < d; c += blockDim.x)
-    mu[static_cast<std::int64_t>(bh) * d + c] =
-        sequence_mean([&](std::int64_t t) { return partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c]; }, n);
-}
 
 struct SelectArgs {
   Seqs seqs;
@@ -166,7 +135,6 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (threadIdx.x == 0) a.row_end[r] = slot + count;
 }
 
-std::size_t chunk_bytes(std::int64_t d) { return static_cast<std::size_t>(kStageRows * d) * sizeof(float); }
 std::size_t select_bytes(int keys, std::int64_t d) {
   return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1) + static_cast<std::size_t>(d) * sizeof(float);
 }
@@ -217,8 +185,8 @@ class SpargeEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(detail::pool_bytes(std::max(c_.block_q, c_.block_k), d))),
           "shared memory");
-    check(cudaFuncSetAttribute(key_chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(chunk_bytes(d))),
+    check(cudaFuncSetAttribute(detail::chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(detail::chunk_bytes(d))),
           "shared memory");
     check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(select_bytes(sort_keys_, d))),
@@ -232,8 +200,9 @@ class SpargeEstimator final : public DeviceEstimator {
     const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, seqs_.cu_q};
     const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, seqs_.cu_kv};
     const auto bq = static_cast<unsigned>(p_.batch);
-    key_chunk_sum_kernel<T><<<dim3(chunks_, bq * hkv), d, chunk_bytes(d), stream>>>(kr, seqs_, hkv, d, chunks_, k_partial_.ptr);
-    key_mean_kernel<<<bq * hkv, 128, 0, stream>>>(k_partial_.ptr, seqs_, hkv, d, chunks_, k_mu_.ptr);
+    detail::chunk_sum_kernel<T><<<dim3(chunks_, bq * hkv), d, detail::chunk_bytes(d), stream>>>(kr, seqs_, false, hkv, d, chunks_,
+                                                                                               k_partial_.ptr);
+    detail::sequence_mean_kernel<><<<bq * hkv, 128, 0, stream>>>(k_partial_.ptr, seqs_, false, hkv, d, chunks_, k_mu_.ptr);
     detail::pool_kernel<T><<<dim3(tk, bq * hkv), kPoolThreads, detail::pool_bytes(c_.block_k, d), stream>>>(
         kr, seqs_, false, hkv, c_.block_k, d, tk, k_mu_.ptr, k_mean_.ptr, k_sim_.ptr);
     detail::pool_kernel<T><<<dim3(tq, bq * hq), kPoolThreads, detail::pool_bytes(c_.block_q, d), stream>>>(

@@ -123,8 +123,13 @@ struct GroupMax {
   bool any = false;
   float exact = -INFINITY, sq = 0.0f, sk = 0.0f;
   SPATTN_HD void add(std::int64_t acc, float qmk, float q_scale, float k_scale) {
+    add_biased(acc, q_scale * k_scale > 0.0f ? bias_units(qmk, q_scale * k_scale) : 0, qmk, q_scale, k_scale);
+  }
+  /// add() with the key's bias bias_units(qmk, q_scale·k_scale) computed by the caller (ignored when the unit is 0):
+  /// the two rows of a Q scale group share it, so a GPU thread holding both divides once.
+  SPATTN_HD void add_biased(std::int64_t acc, std::int64_t bias, float qmk, float q_scale, float k_scale) {
     if (q_scale * k_scale > 0.0f) {
-      const std::int64_t v = acc + bias_units(qmk, q_scale * k_scale);
+      const std::int64_t v = acc + bias;
       best = !any || best < v ? v : best;
       any = true;
       sq = q_scale;

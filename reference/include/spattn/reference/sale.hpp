@@ -34,4 +34,20 @@ struct SaleEstimate {
 
 SaleEstimate sale_estimate(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& config);
 
+/// sale_estimate's selection over GIVEN sink-local states ([(b·Hq + h)·Nq + i], base 2, e.g. a GPU's statistics
+/// pass) instead of its own exact pass: the thresholds, margins and mask that follow from them (out.sink_local = the
+/// given states). For decision-by-decision tests of a backend whose sink-local sums run in another order. Throws
+/// spattn::Error when sink_local does not hold batch·heads_q·seqlen_q states.
+SaleEstimate sale_select(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& config,
+                         const std::vector<SoftmaxState>& sink_local);
+
+/// What sale_estimate forms for one (batch, query head) before selecting: the Q rows as read (fp32), K' = K − μ_k,
+/// the per-key bias qmk_j = μ_q·k'_j (dot_lanes8), and the codes of Q' = Q − μ_q and K' (rows of the sequence).
+struct SaleHeadInputs {
+  std::vector<float> q_raw, k_centred, qmk;
+  SaleQuantized q, k;
+};
+SaleHeadInputs sale_head_inputs(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& config,
+                                std::int64_t b, std::int64_t h);
+
 }  // namespace spattn::reference

@@ -1,0 +1,640 @@
+// SALE's estimator on the GPU (research/sale.md; the rules: spattn/methods/sale.hpp). Six steps on the caller's stream
+// (no allocation, no host synchronisation: graph-capturable), this file compiled with --fmad=false so that the core's
+// fp32 expressions round as on the host:
+//   1. means: μ_q per (batch, query head) and μ_k per (batch, KV head) in pooling.hpp's blocked sequence_mean order
+//      (detail::chunk_sum_kernel + sequence_mean_kernel, shared with SpargeAttn): the reference's bits;
+//   2. sink-local statistics: the executor's statistics pass (state_pass_async: the mma.sync flash kernel without PV)
+//      over a mask that lists, per (batch, query head, 64-row block) with candidates, key block 0 and the local blocks
+//      [candidate_end(S), n_max); the kernel's causal rule clips each row exactly as sale::sink_local_region. That mask
+//      depends on the shape and the per-head τ only, so it is built on the host and uploaded once, with the estimator.
+//      The pass scores q·k, the reference q·k' (k' = k − μ_k): the states are moved into the reference's domain by
+//      m −= scale·log2e·(q·μ_k) in step 4 (l is relative to m and does not change);
+//   3. K': per 32-key block of a (batch, KV head), k' = k − μ_k (subtract_mean's op), group amax over the group's valid
+//      keys, sale::group_scale / quant_code: codes and scales bit-identical to reference::sale_quantize_k; and the
+//      per-key bias qmk_j = dot_lanes8(μ_q, k'_j) of every query head of the GQA group (the core's fixed order);
+//   4. Q': per 64-row block of a (batch, query head), q' = q − μ_q, the groups of rows 16a+r / 16a+r+8, codes and scales
+//      bit-identical to reference::sale_quantize_q; the state correction of step 2;
+//   5. candidates: per (batch, 64-row query block, up to 4 query heads of one KV head) — one CTA, 4 warps of 16 rows per
+//      head — the candidate key blocks [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales
+//      double-buffered by cp.async, shared by the CTA's heads). Integer products on the tensor cores with mma.sync
+//      m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
+//      products of both bit widths. (The int4 m16n8k64 kernel for sm80/sm89, twice the int8 rate there, is not
+//      written; on Hopper int4 mma.sync is emulated and slow.) A thread's accumulators hold rows g and g + 8 — one Q
+//      scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread
+//      in the reference's key order (bias_units once per key for both rows), and the margin of a block is the max over
+//      the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's
+//      float margin, bit for bit. sale::selected decides; the row is written ascending — block 0, the kept candidates,
+//      the local blocks — into the DeviceTileMask, and build_work_order follows.
+// Bit-identical to the reference: codes, scales, qmk, and every margin and decision GIVEN the sink-local states (tests/
+// gpu: reference::sale_select over the device's states). The states themselves are tensor-core sums in another order
+// than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
+// from the pure reference where a margin is within that rounding.
+//
+// Expected cost (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
+// 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the causal Q·Kᵀ itself. At the int8 mma.sync rate (≈ 0.5 of
+// the 1979 TOPS dense peak) that alone is ≈ 70 ms; the epilogue adds one double-precision bias_units division per
+// (Q scale group, key) — 1024 per block pair, 1.4e11 at 128K (tens of ms at the FP64 rate, overlapping the products
+// only in part); the K codes stream from L2 once per CTA (4 query heads share them): ≈ 1.2 KB per head and block pair,
+// ≈ 160 GB at 128K (≈ 30 ms at L2 bandwidth, overlapped by the cp.async double buffer). Estimate: ≈ 100–150 ms at
+// 128K, 40–60 % of cuDNN dense (254.6 ms): SALE's estimate is a quantized QKᵀ over every candidate block, so no kernel
+// of it reaches 5 % of dense attention on Hopper (int8 is 2× the bf16 rate; the authors' int4 selection pass is
+// 10–13 % of FA2 on an RTX 4090, where int4 runs at 4× fp16). Next steps, by expected gain: an exact float fast path
+// for bias_units (float quotient, a double division only near a half-integer), the int8 WGMMA kernel on sm90a
+// (DESIGN.md §6), and the int4 m16n8k64 kernel for sm80/sm89.
+// Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes, scales, qmk B·Hq·Nkv floats,
+// sink-local states B·Hq·Nq, the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "device_common.cuh"
+#include "device_memory.cuh"
+#include "estimate.cuh"
+#include "estimators.cuh"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/sale.hpp"
+#include "spattn/numerics.hpp"
+#include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
+
+namespace spattn::cuda {
+namespace {
+
+using detail::check;
+using detail::DeviceArray;
+using detail::Rows;
+using detail::Seqs;
+
+constexpr int kBQ = sale::kBlockQ, kBK = sale::kBlockK, kSeg = sale::kSegment;
+constexpr int kQuantThreads = 128;
+constexpr int kChunkKeys = kSeg * kBK;  ///< keys per candidate-kernel step: one segment of 4 blocks
+constexpr int kWarpsPerHead = kBQ / 16;  ///< 4 warps of 16 rows per query head
+
+/// Heads per candidate CTA: the most of 4, 2, 1 that divides the GQA ratio (they share the K codes).
+int heads_per_cta(std::int64_t ratio) {
+  for (int h : {4, 2, 1})
+    if (ratio % h == 0) return h;
+  return 1;
+}
+
+/// The sink-local mask (64 × 32 tiles, per query head): per query block with candidates, key block 0 and the local
+/// blocks [candidate_end(S), n_max); rows without candidates need no statistics (empty).
+TileMask sink_local_mask(const Problem& p, const sale::Config& c) {
+  const MaskShape shape = MaskShape::of(p, kBQ, kBK);
+  const std::int64_t nl = c.local_window / kBK, tq = shape.num_q_tiles();
+  std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(shape.num_rows()));
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      for (std::int64_t t = 0; t < tq; ++t) {
+        const std::int64_t n_max = shape.reachable_k_tiles(b, t);
+        const std::int64_t segs = sale::candidate_segments(n_max, nl, c.tau_of(h));
+        if (segs == 0) continue;
+        auto& row = rows[static_cast<std::size_t>((b * p.heads_q + h) * tq + t)];
+        row.push_back(0);
+        for (std::int64_t j = sale::candidate_end(segs); j < n_max; ++j) row.push_back(static_cast<std::int32_t>(j));
+      }
+  return TileMask::from_rows(shape, std::move(rows));
+}
+
+/// What every kernel of the estimator knows about the problem.
+struct Geometry {
+  Seqs seqs;
+  int heads_q, heads_kv, ratio, range, tq, tk;
+  std::int64_t local_blocks;
+  std::int64_t ldk;  ///< row stride (keys) of the qmk and K-scale arrays: Nkv rounded up to 32 (whole blocks)
+  float scale_log2;
+  const float* tau;  ///< per query head
+};
+
+struct Workspace {
+  const float* mu_q;      ///< [(b·Hq + h)·D]
+  const float* mu_k;      ///< [(b·Hkv + h)·D]
+  std::int8_t* q_codes;   ///< [((b·Hq + h)·Nq + i)·D]
+  float* q_scale;         ///< [(b·Hq + h)·Nq + i]
+  std::int8_t* k_codes;   ///< [((b·Hkv + h)·Nkv + j)·D]
+  float* k_scale;         ///< [(b·Hkv + h)·ldk + j]
+  float* qmk;             ///< [(b·Hq + h)·ldk + j]
+  SoftmaxState* state;    ///< [(b·Hq + h)·Nq + i]
+  float* margins;         ///< [((b·Hq + h)·Tq + t)·Tk + j], or null
+};
+
+/// Four codes of consecutive channels as one 32-bit word (channel c in byte c % 4).
+__device__ __forceinline__ std::uint32_t pack4(int a, int b, int c, int d) {
+  return (static_cast<std::uint32_t>(a) & 0xffu) | ((static_cast<std::uint32_t>(b) & 0xffu) << 8) |
+         ((static_cast<std::uint32_t>(c) & 0xffu) << 16) | ((static_cast<std::uint32_t>(d) & 0xffu) << 24);
+}
+
+/// std::max's comparison (a < b ? b : a): a NaN b leaves a, as in the reference's loops.
+__device__ __forceinline__ float max_of(float a, float b) { return a < b ? b : a; }
+
+/// Step 3: 32-key block blockIdx.x of (batch, KV head) blockIdx.y — K' codes and scales, and qmk of the GQA group.
+template <class T, int D>
+__global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geometry g, Workspace w) {
+  constexpr int kLd = D + 1;
+  __shared__ float s_k[kBK * kLd];
+  __shared__ float s_amax[kBK];
+  const int blk = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / g.heads_kv, h = bh % g.heads_kv;
+  const std::int64_t nkv = g.seqs.len_kv(b), first = static_cast<std::int64_t>(blk) * kBK;
+  if (first >= nkv) return;
+  const int rows = static_cast<int>(nkv - first < kBK ? nkv - first : kBK);
+  const float* mu = w.mu_k + static_cast<std::int64_t>(bh) * D;
+  detail::stage_rows(k, b, h, first, rows, D, [&](int r, int c, float v) { s_k[r * kLd + c] = v - mu[c]; });  // subtract_mean
+  for (int e = rows * D + threadIdx.x; e < kBK * D; e += blockDim.x) s_k[(e / D) * kLd + e % D] = 0.0f;  // tail keys: 0
+  __syncthreads();
+  for (int r = threadIdx.x; r < kBK; r += blockDim.x) {
+    float a = 0.0f;
+    for (int c = 0; c < D; ++c) a = max_of(a, fabsf(s_k[r * kLd + c]));
+    s_amax[r] = a;
+  }
+  __syncthreads();
+  // Scales: group (n mod 8) div 2 of the block, amax over its valid keys (sale::k_group).
+  __shared__ float s_inv[kBK];
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int grp = static_cast<int>(sale::k_group(r));  // r < 32: the group's id inside the block
+    float a = 0.0f;
+    for (int m = 0; m < rows; ++m)
+      if (sale::k_group(m) == grp) a = max_of(a, s_amax[m]);
+    s_inv[r] = sale::group_inv_scale(a, g.range);
+    w.k_scale[static_cast<std::int64_t>(bh) * g.ldk + first + r] = sale::group_scale(a, g.range);
+  }
+  __syncthreads();
+  std::uint32_t* codes = reinterpret_cast<std::uint32_t*>(w.k_codes + ((static_cast<std::int64_t>(bh) * g.seqs.nkv + first) * D));
+  for (int e = threadIdx.x; e < rows * (D / 4); e += blockDim.x) {
+    const int r = e / (D / 4), c = (e % (D / 4)) * 4;
+    const float* x = s_k + r * kLd + c;
+    const float inv = s_inv[r];
+    codes[e] = pack4(sale::quant_code(x[0], inv, g.range), sale::quant_code(x[1], inv, g.range),
+                     sale::quant_code(x[2], inv, g.range), sale::quant_code(x[3], inv, g.range));
+  }
+  // qmk_j = dot_lanes8(μ_q, k'_j) for every query head of the group: 8 lanes per key run the dot_lane chains,
+  // combined by xor shuffles in combine_lanes8's tree. (ratio · 256 items: a multiple of the block, so every lane of a
+  // warp takes part in each shuffle.)
+  for (int e = threadIdx.x; e < g.ratio * kBK * 8; e += blockDim.x) {
+    const int hh = e / (kBK * 8), key = (e / 8) % kBK, lane8 = e % 8;
+    const std::int64_t hq = static_cast<std::int64_t>(b) * g.heads_q + h * g.ratio + hh;
+    float v = dot_lane(w.mu_q + hq * D, s_k + key * kLd, D, lane8);
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    if (lane8 == 0 && key < rows) w.qmk[hq * g.ldk + first + key] = v;
+  }
+}
+
+/// Step 4: 64-row block blockIdx.x of (batch, query head) blockIdx.y — the sink-local state correction, Q' codes and
+/// scales.
+template <class T, int D>
+__global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geometry g, Workspace w) {
+  constexpr int kLd = D + 1;
+  __shared__ float s_q[kBQ * kLd];
+  __shared__ float s_amax[kBQ], s_inv[kBQ];
+  const int blk = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / g.heads_q, h = bh % g.heads_q;
+  const std::int64_t nq = g.seqs.len_q(b), first = static_cast<std::int64_t>(blk) * kBQ;
+  if (first >= nq) return;
+  const int rows = static_cast<int>(nq - first < kBQ ? nq - first : kBQ);
+  const std::int64_t row0 = static_cast<std::int64_t>(bh) * g.seqs.nq + first;
+  detail::stage_rows(q, b, h, first, rows, D, [&](int r, int c, float v) { s_q[r * kLd + c] = v; });
+  __syncthreads();
+  // The statistics pass scored q·k; the reference's sink-local scores are q·k' = q·k − q·μ_k.
+  const float* mu_k = w.mu_k + (static_cast<std::int64_t>(b) * g.heads_kv + h / g.ratio) * D;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    SoftmaxState& s = w.state[row0 + r];
+    s.m = s.m - dot_lanes8(s_q + r * kLd, mu_k, D) * g.scale_log2;  // −∞ (no statistics) stays −∞
+  }
+  __syncthreads();
+  const float* mu = w.mu_q + static_cast<std::int64_t>(bh) * D;
+  for (int e = threadIdx.x; e < rows * D; e += blockDim.x) s_q[(e / D) * kLd + e % D] -= mu[e % D];  // subtract_mean
+  __syncthreads();
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    float a = 0.0f;
+    for (int c = 0; c < D; ++c) a = max_of(a, fabsf(s_q[r * kLd + c]));
+    s_amax[r] = a;
+  }
+  __syncthreads();
+  // Scales: rows 16a + r and 16a + r + 8 (sale::q_group; the block starts at a multiple of 16), valid rows only.
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int lead = static_cast<int>(sale::q_group(r)), other = lead + 8;
+    const float a = other < rows ? max_of(s_amax[lead], s_amax[other]) : s_amax[lead];
+    s_inv[r] = sale::group_inv_scale(a, g.range);
+    w.q_scale[row0 + r] = sale::group_scale(a, g.range);
+  }
+  __syncthreads();
+  std::uint32_t* codes = reinterpret_cast<std::uint32_t*>(w.q_codes + row0 * D);
+  for (int e = threadIdx.x; e < rows * (D / 4); e += blockDim.x) {
+    const int r = e / (D / 4), c = (e % (D / 4)) * 4;
+    const float* x = s_q + r * kLd + c;
+    const float inv = s_inv[r];
+    codes[e] = pack4(sale::quant_code(x[0], inv, g.range), sale::quant_code(x[1], inv, g.range),
+                     sale::quant_code(x[2], inv, g.range), sale::quant_code(x[3], inv, g.range));
+  }
+}
+
+/// mma.sync m16n8k32, s8 × s8 → s32 (row-major A, column-major B): the exact integer products of the codes.
+__device__ __forceinline__ void mma_s8(int* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+struct MaskOut {
+  const std::int64_t* row_begin;
+  std::int64_t* row_end;
+  std::int32_t* tiles;
+};
+
+/// Candidate-kernel shared memory: code rows padded to D + 16 bytes, so the 8 rows an ldmatrix reads fall in 8
+/// different 16-byte bank groups (D = 64 and 128).
+template <int D>
+constexpr int code_ld() { return D + 16; }
+template <int D, int HPC>
+constexpr std::size_t candidate_bytes() {
+  return static_cast<std::size_t>(HPC * kBQ * code_ld<D>() + 2 * kChunkKeys * code_ld<D>()) +
+         static_cast<std::size_t>(2 * (HPC + 1) * kChunkKeys) * sizeof(float);
+}
+
+/// segs[head] for a run-time head, without indexing the array (it stays in registers).
+template <int HPC>
+__device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HPC], int head) {
+  std::int64_t v = 0;
+#pragma unroll
+  for (int hh = 0; hh < HPC; ++hh)
+    if (hh == head) v = segs[hh];
+  return v;
+}
+
+/// Step 5: query block (longest rows first) of batch b, query heads [h0, h0 + HPC) of one KV head. Warp w takes rows
+/// 16·(w % 4) … + 15 of head w / 4; its Q codes stay in registers as A fragments for the whole CTA.
+template <int D, int HPC>
+__global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Workspace w, MaskOut out) {
+  constexpr int kLd = code_ld<D>(), kThreads = 128 * HPC;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* s_q = smem_raw;                            // HPC × 64 rows
+  unsigned char* s_k = s_q + HPC * kBQ * kLd;               // 2 × 128 keys
+  float* s_sk = reinterpret_cast<float*>(s_k + 2 * kChunkKeys * kLd);  // 2 × 128 K scales
+  float* s_qmk = s_sk + 2 * kChunkKeys;                     // 2 × HPC × 128
+  __shared__ float s_thr[HPC][kBQ], s_sq[HPC][kBQ];
+  __shared__ std::int64_t s_vis[HPC][kBQ];
+  __shared__ float s_marg[HPC * kWarpsPerHead][kSeg];
+  __shared__ int s_keep[HPC][kSeg], s_kept[HPC];
+
+  const int blk = g.tq - 1 - static_cast<int>(blockIdx.x);
+  const int per_kv = g.ratio / HPC;
+  const int b = static_cast<int>(blockIdx.y) / (g.heads_kv * per_kv), rest = static_cast<int>(blockIdx.y) % (g.heads_kv * per_kv);
+  const int hkv = rest / per_kv, h0 = hkv * g.ratio + (rest % per_kv) * HPC;
+  const std::int64_t nq = g.seqs.len_q(b), nkv = g.seqs.len_kv(b), first = static_cast<std::int64_t>(blk) * kBQ;
+  const int tid = threadIdx.x;
+  const auto row_of = [&](int hh) { return (static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.tq + blk; };
+  if (first >= nq) {
+    if (tid < HPC) out.row_end[row_of(tid)] = out.row_begin[row_of(tid)];
+    return;
+  }
+  const std::int64_t n_max = mask_policy::reachable_tiles<std::int64_t>(blk, kBQ, kBK, nq, nkv, g.seqs.causal);
+  const int rows = static_cast<int>(nq - first < kBQ ? nq - first : kBQ);
+  std::int64_t segs[HPC];
+  std::int64_t max_segs = 0;
+#pragma unroll
+  for (int hh = 0; hh < HPC; ++hh) {
+    segs[hh] = sale::candidate_segments(n_max, g.local_blocks, g.tau[h0 + hh]);
+    max_segs = segs[hh] > max_segs ? segs[hh] : max_segs;
+  }
+  // Heads without candidates (dense, or a short row): every reachable block.
+#pragma unroll
+  for (int hh = 0; hh < HPC; ++hh)
+    if (segs[hh] == 0) {
+      std::int32_t* o = out.tiles + out.row_begin[row_of(hh)];
+      for (std::int64_t j = tid; j < n_max; j += kThreads) o[j] = static_cast<std::int32_t>(j);
+      if (tid == 0) out.row_end[row_of(hh)] = out.row_begin[row_of(hh)] + n_max;
+    }
+  if (max_segs == 0) return;
+
+  const std::int8_t* kc = w.k_codes + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * D;
+  const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
+  constexpr int kPieces = D / 16;  // 16-byte pieces per code row
+  auto load = [&](std::int64_t s, int buf) {
+    const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
+    unsigned char* dk = s_k + buf * kChunkKeys * kLd;
+    for (int p = tid; p < kChunkKeys * kPieces; p += kThreads) {
+      const int r = p / kPieces, piece = p % kPieces;
+      const bool ok = base + r < nkv;
+      detail::cp_async16(detail::smem_addr(dk + r * kLd + piece * 16), ok ? kc + (base + r) * D + piece * 16 : kc, ok ? 16 : 0);
+    }
+    // K scales and qmk of the segment's keys (rows of ldk ≥ the segment's end: whole 16-byte pieces, no tail).
+    for (int p = tid; p < (HPC + 1) * (kChunkKeys / 4); p += kThreads) {
+      const int which = p / (kChunkKeys / 4), piece = p % (kChunkKeys / 4);
+      const float* src = which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk;
+      float* dst = which == 0 ? s_sk + buf * kChunkKeys : s_qmk + (buf * HPC + which - 1) * kChunkKeys;
+      detail::cp_async16(detail::smem_addr(dst + piece * 4), src + base + piece * 4, 16);
+    }
+  };
+  // Q codes of the CTA's heads (rows past the sequence: zeros), with the first segment.
+  for (int p = tid; p < HPC * kBQ * kPieces; p += kThreads) {
+    const int hr = p / kPieces, piece = p % kPieces, hh = hr / kBQ, r = hr % kBQ;
+    const bool ok = r < rows;
+    const std::int8_t* src = w.q_codes + ((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r) * D;
+    detail::cp_async16(detail::smem_addr(s_q + hr * kLd + piece * 16), ok ? src + piece * 16 : w.q_codes, ok ? 16 : 0);
+  }
+  load(0, 0);
+  detail::cp_async_commit();
+  for (int e = tid; e < HPC * kBQ; e += kThreads) {
+    const int hh = e / kBQ, r = e % kBQ;
+    if (r < rows) {
+      const std::int64_t at = (static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r;
+      s_thr[hh][r] = sale::threshold(w.state[at], g.tau[h0 + hh], g.scale_log2);
+      s_sq[hh][r] = w.q_scale[at];
+      s_vis[hh][r] = mask_policy::row_key_end<std::int64_t>(first + r, nq, nkv, g.seqs.causal);
+    } else {
+      s_thr[hh][r] = 0.0f;
+      s_sq[hh][r] = 0.0f;
+      s_vis[hh][r] = 0;  // past the sequence: no valid key, never decides
+    }
+  }
+  if (tid < HPC) s_kept[tid] = 0;
+
+  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4;
+  const int head = warp / kWarpsPerHead, mrow = (warp % kWarpsPerHead) * 16;
+  const std::int64_t head_segs = segment_of(segs, head);
+
+  detail::cp_async_wait<0>();
+  __syncthreads();
+  std::uint32_t af[D / 32][4];
+#pragma unroll
+  for (int ks = 0; ks < D / 32; ++ks) {
+    const int q8 = lane / 8;
+    detail::ldmatrix_x4(af[ks], detail::smem_addr(s_q + (head * kBQ + mrow + lane % 8 + (q8 % 2) * 8) * kLd + ks * 32 + (q8 / 2) * 16));
+  }
+  const int r0 = mrow + gq, r1 = r0 + 8;  // one Q scale group: the same stored scale
+  const float sq = s_sq[head][r0], thr0 = s_thr[head][r0], thr1 = s_thr[head][r1];
+  const std::int64_t vis0 = s_vis[head][r0], vis1 = s_vis[head][r1];
+
+  for (std::int64_t s = 0; s < max_segs; ++s) {
+    const int buf = static_cast<int>(s & 1);
+    if (s + 1 < max_segs) load(s + 1, buf ^ 1);
+    detail::cp_async_commit();
+    detail::cp_async_wait<1>();
+    __syncthreads();
+    const std::int64_t block0 = 1 + kSeg * s;
+    if (s < head_segs) {  // warp-uniform: this head still has candidates
+      const unsigned char* sk = s_k + buf * kChunkKeys * kLd;
+      const float* ksb = s_sk + buf * kChunkKeys;
+      const float* qmb = s_qmk + (buf * HPC + head) * kChunkKeys;
+#pragma unroll 1
+      for (int c = 0; c < kSeg; ++c) {
+        int acc[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
+#pragma unroll
+        for (int ks = 0; ks < D / 32; ++ks)
+#pragma unroll
+          for (int np = 0; np < 2; ++np) {
+            const int q8 = lane / 8;
+            std::uint32_t bf[4];
+            detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
+            mma_s8(acc[2 * np], af[ks], bf[0], bf[1]);
+            mma_s8(acc[2 * np + 1], af[ks], bf[2], bf[3]);
+          }
+        // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order.
+        const std::int64_t jb = block0 + c;
+        sale::GroupMax g0, g1;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = nt * 8 + 2 * t4 + e;
+            const std::int64_t j = sale::group_key(jb, nt, t4, e);
+            const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
+            if (!v0 && !v1) continue;
+            const float qm = qmb[c * kBK + key], skv = ksb[c * kBK + key];
+            const std::int64_t bias = sq * skv > 0.0f ? sale::bias_units(qm, sq * skv) : 0;
+            if (v0) g0.add_biased(acc[nt][e], bias, qm, sq, skv);
+            if (v1) g1.add_biased(acc[nt][2 + e], bias, qm, sq, skv);
+          }
+        float m = -INFINITY;
+        if (r0 < rows) m = max_of(m, g0.estimate() - thr0);
+        if (r1 < rows) m = max_of(m, g1.estimate() - thr1);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0) s_marg[warp][c] = m;
+      }
+    }
+    __syncthreads();
+    if (tid < HPC * kSeg) {  // one thread per (head, block of the segment): the block's margin and decision
+      const int hh = tid / kSeg, c = tid % kSeg;
+      int keep = 0;
+      if (s < segment_of(segs, hh)) {
+        float m = -INFINITY;
+        for (int x = 0; x < kWarpsPerHead; ++x) m = max_of(m, s_marg[hh * kWarpsPerHead + x][c]);
+        keep = sale::selected(m) ? 1 : 0;
+        if (w.margins) w.margins[row_of(hh) * g.tk + block0 + c] = m;
+      }
+      s_keep[hh][c] = keep;
+    }
+    __syncthreads();
+    if (tid < HPC) {  // append the head's kept blocks, ascending, after block 0
+      std::int32_t* o = out.tiles + out.row_begin[row_of(tid)];
+      int kept = s_kept[tid];
+      for (int c = 0; c < kSeg; ++c)
+        if (s_keep[tid][c]) o[1 + kept++] = static_cast<std::int32_t>(block0 + c);
+      s_kept[tid] = kept;
+    }
+    // The next step's prefetch refills the other buffer, which every warp finished before the barrier above.
+  }
+  detail::cp_async_wait<0>();
+  __syncthreads();
+  // Block 0 and the local blocks [candidate_end, n_max) after the kept candidates.
+#pragma unroll
+  for (int hh = 0; hh < HPC; ++hh) {
+    if (segs[hh] == 0) continue;
+    std::int32_t* o = out.tiles + out.row_begin[row_of(hh)];
+    const std::int64_t cand_end = sale::candidate_end(segs[hh]), at = 1 + s_kept[hh];
+    for (std::int64_t j = cand_end + tid; j < n_max; j += kThreads) o[at + j - cand_end] = static_cast<std::int32_t>(j);
+    if (tid == 0) {
+      o[0] = 0;
+      out.row_end[row_of(hh)] = out.row_begin[row_of(hh)] + at + (n_max - cand_end);
+    }
+  }
+}
+
+class SaleEstimatorImpl final : public SaleEstimator {
+ public:
+  SaleEstimatorImpl(const sale::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv,
+                    bool keep_margins)
+      : c_(c), p_(p), shape_(MaskShape::of(p, kBQ, kBK)), region_(sink_local_mask(p, c)), cu_q_(cu_q), cu_kv_(cu_kv) {
+    g_.seqs = Seqs::of(p, cu_q, cu_kv);
+    g_.heads_q = static_cast<int>(p.heads_q);
+    g_.heads_kv = static_cast<int>(p.heads_kv);
+    g_.ratio = static_cast<int>(p.heads_q / p.heads_kv);
+    g_.range = c.range();
+    g_.tq = static_cast<int>(shape_.num_q_tiles());
+    g_.tk = static_cast<int>(shape_.num_k_tiles());
+    g_.local_blocks = c.local_window / kBK;
+    g_.ldk = (p.seqlen_kv + kBK - 1) / kBK * kBK;
+    g_.scale_log2 = scale_log2(p.softmax_scale());
+    std::vector<float> tau;
+    for (std::int64_t h = 0; h < p.heads_q; ++h) tau.push_back(c.tau_of(h));
+    tau_.assign(tau);
+    g_.tau = tau_.ptr;
+    hpc_ = heads_per_cta(g_.ratio);
+    const auto d = static_cast<std::size_t>(p.head_dim);
+    const auto bhq = static_cast<std::size_t>(p.batch * p.heads_q), bhk = static_cast<std::size_t>(p.batch * p.heads_kv);
+    q_chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_q + kMeanChunk - 1) / kMeanChunk, 1));
+    k_chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_kv + kMeanChunk - 1) / kMeanChunk, 1));
+    partial_q_.allocate(bhq * q_chunks_ * d);
+    partial_k_.allocate(bhk * k_chunks_ * d);
+    mu_q_.allocate(bhq * d);
+    mu_k_.allocate(bhk * d);
+    q_codes_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q) * d);
+    q_scale_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
+    k_codes_.allocate(bhk * static_cast<std::size_t>(p.seqlen_kv) * d);
+    k_scale_.allocate(bhk * static_cast<std::size_t>(g_.ldk));
+    qmk_.allocate(bhq * static_cast<std::size_t>(g_.ldk));
+    state_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
+    if (keep_margins) margins_.allocate(static_cast<std::size_t>(shape_.num_rows() * shape_.num_k_tiles()));
+    empty_.allocate(1);
+    if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
+    else set_limits<__half>();
+  }
+
+  MaskShape shape() const override { return shape_; }
+  std::size_t workspace_bytes() const override {
+    return tau_.bytes() + partial_q_.bytes() + partial_k_.bytes() + mu_q_.bytes() + mu_k_.bytes() + q_codes_.bytes() +
+           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + state_.bytes() + margins_.bytes() +
+           empty_.bytes() + region_.bytes();
+  }
+  void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
+    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
+    else launch<__half>(q, k, mask, stream);
+  }
+
+  Quantized q_codes(std::int64_t b, std::int64_t h, cudaStream_t stream) const override {
+    const std::int64_t first = (b * p_.heads_q + h) * p_.seqlen_q;
+    return copy(q_codes_, q_scale_, first, p_.seqlen_q_of(b), first, stream);
+  }
+  Quantized k_codes(std::int64_t b, std::int64_t h, cudaStream_t stream) const override {
+    const std::int64_t bh = b * p_.heads_kv + h;
+    return copy(k_codes_, k_scale_, bh * p_.seqlen_kv, p_.seqlen_kv_of(b), bh * g_.ldk, stream);
+  }
+  std::vector<SoftmaxState> sink_local(cudaStream_t stream) const override {
+    std::vector<SoftmaxState> out(static_cast<std::size_t>(p_.batch * p_.heads_q * p_.seqlen_q));
+    check(cudaStreamSynchronize(stream), "synchronize");
+    check(cudaMemcpy(out.data(), state_.ptr, out.size() * sizeof(SoftmaxState), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return out;
+  }
+  std::vector<float> margins(cudaStream_t stream) const override {
+    if (margins_.ptr == nullptr) fail("cuda SALE estimator: margins() needs an estimator made with keep_margins");
+    std::vector<float> out(margins_.n);
+    check(cudaStreamSynchronize(stream), "synchronize");
+    check(cudaMemcpy(out.data(), margins_.ptr, margins_.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    return out;
+  }
+  void poison_workspace() override {
+    const auto poison = [](auto& a) {
+      if (a.ptr) check(cudaMemset(a.ptr, 0xff, a.bytes()), "cudaMemset");
+    };
+    poison(partial_q_), poison(partial_k_), poison(mu_q_), poison(mu_k_), poison(q_codes_), poison(q_scale_);
+    poison(k_codes_), poison(k_scale_), poison(qmk_), poison(state_), poison(margins_);
+    check(cudaDeviceSynchronize(), "synchronize");
+  }
+
+ private:
+  /// n rows of codes from row `first` and their scales from element `scale_first`.
+  Quantized copy(const DeviceArray<std::int8_t>& codes, const DeviceArray<float>& scale, std::int64_t first, std::int64_t n,
+                 std::int64_t scale_first, cudaStream_t stream) const {
+    Quantized out;
+    out.codes.resize(static_cast<std::size_t>(n * p_.head_dim));
+    out.scale.resize(static_cast<std::size_t>(n));
+    check(cudaStreamSynchronize(stream), "synchronize");
+    if (n == 0) return out;
+    check(cudaMemcpy(out.codes.data(), codes.ptr + first * p_.head_dim, out.codes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpy(out.scale.data(), scale.ptr + scale_first, out.scale.size() * sizeof(float), cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
+    return out;
+  }
+
+  template <class F>
+  void with_candidate_kernel(F f) const {
+    const auto pick = [&](auto d) {
+      constexpr int D = decltype(d)::value;
+      switch (hpc_) {
+        case 4: return f(candidate_kernel<D, 4>, candidate_bytes<D, 4>(), 4);
+        case 2: return f(candidate_kernel<D, 2>, candidate_bytes<D, 2>(), 2);
+        default: return f(candidate_kernel<D, 1>, candidate_bytes<D, 1>(), 1);
+      }
+    };
+    if (p_.head_dim == 64) pick(std::integral_constant<int, 64>{});
+    else pick(std::integral_constant<int, 128>{});
+  }
+
+  template <class T>
+  void set_limits() {
+    check(cudaFuncSetAttribute(detail::chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(detail::chunk_bytes(p_.head_dim))),
+          "shared memory");
+    with_candidate_kernel([](auto kernel, std::size_t bytes, int) {
+      check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "shared memory");
+    });
+  }
+
+  template <class T>
+  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) {
+    if (g_.tq == 0) return;
+    const auto bq = static_cast<unsigned>(p_.batch);
+    const int hq = g_.heads_q, hkv = g_.heads_kv, d = static_cast<int>(p_.head_dim);
+    const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, g_.seqs.cu_q};
+    const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, g_.seqs.cu_kv};
+    const std::size_t chunk_bytes = detail::chunk_bytes(d);
+    detail::chunk_sum_kernel<T><<<dim3(q_chunks_, bq * hq), d, chunk_bytes, stream>>>(qr, g_.seqs, true, hq, d, q_chunks_, partial_q_.ptr);
+    detail::sequence_mean_kernel<><<<bq * hq, 128, 0, stream>>>(partial_q_.ptr, g_.seqs, true, hq, d, q_chunks_, mu_q_.ptr);
+    detail::chunk_sum_kernel<T><<<dim3(k_chunks_, bq * hkv), d, chunk_bytes, stream>>>(kr, g_.seqs, false, hkv, d, k_chunks_, partial_k_.ptr);
+    detail::sequence_mean_kernel<><<<bq * hkv, 128, 0, stream>>>(partial_k_.ptr, g_.seqs, false, hkv, d, k_chunks_, mu_k_.ptr);
+    check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
+    state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
+    Workspace w{mu_q_.ptr, mu_k_.ptr, q_codes_.ptr, q_scale_.ptr, k_codes_.ptr, k_scale_.ptr, qmk_.ptr, state_.ptr, margins_.ptr};
+    if (d == 64) {
+      quant_k_kernel<T, 64><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
+      quant_q_kernel<T, 64><<<dim3(g_.tq, bq * hq), kQuantThreads, 0, stream>>>(qr, g_, w);
+    } else {
+      quant_k_kernel<T, 128><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
+      quant_q_kernel<T, 128><<<dim3(g_.tq, bq * hq), kQuantThreads, 0, stream>>>(qr, g_, w);
+    }
+    const MaskOut o{mask.row_begin(), mask.row_end(), mask.tiles()};
+    with_candidate_kernel([&](auto kernel, std::size_t bytes, int hpc) {
+      kernel<<<dim3(g_.tq, bq * static_cast<unsigned>(hq / hpc)), 128 * hpc, bytes, stream>>>(g_, w, o);
+    });
+    check(cudaGetLastError(), "kernel launch");
+    mask.build_work_order(stream);
+  }
+
+  sale::Config c_;
+  Problem p_;
+  MaskShape shape_;
+  DeviceTileMask region_;
+  const std::int64_t* cu_q_;
+  const std::int64_t* cu_kv_;
+  Geometry g_{};
+  int hpc_ = 1, q_chunks_ = 1, k_chunks_ = 1;
+  DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
+  DeviceArray<std::int8_t> q_codes_, k_codes_;
+  DeviceArray<SoftmaxState> state_;
+  DeviceArray<int> empty_;
+};
+
+}  // namespace
+
+std::vector<std::string> sale_not_supported_reasons(const sale::Config& c, const Problem& p) {
+  (void)c;
+  std::vector<std::string> why;
+  if (p.head_dim != 64 && p.head_dim != 128) why.push_back("the CUDA SALE estimator needs head_dim 64 or 128");
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA SALE estimator needs f16 or bf16 inputs");
+  if (p.seqlen_q >= (std::int64_t{1} << 31) - kBQ || p.seqlen_kv >= (std::int64_t{1} << 31) - kChunkKeys)
+    why.push_back("the CUDA SALE estimator needs Nq and Nkv below 2^31 - 128 (its block counts are int)");
+  if (p.batch * p.heads_q > 65535) why.push_back("the CUDA SALE estimator takes at most 65535 (batch, query head) pairs");
+  return why;
+}
+
+std::unique_ptr<SaleEstimator> make_sale_estimator(const sale::Config& c, const Problem& p, const std::int64_t* cu_q,
+                                                   const std::int64_t* cu_kv, bool keep_margins) {
+  return std::make_unique<SaleEstimatorImpl>(c, p, cu_q, cu_kv, keep_margins);
+}
+
+}  // namespace spattn::cuda
