@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 
 #include "common.hpp"
 #include "spattn/error.hpp"
@@ -184,6 +186,45 @@ TEST_CASE("int8 estimates are closer to the exact scores than int4") {
   CAPTURE(err[0]);
   CAPTURE(err[1]);
   CHECK(err[1] < err[0]);
+}
+
+TEST_CASE("bias_units: the fp32 fast path rounds every quotient exactly as the double division does") {
+  const auto oracle = [](float qmk, float unit) {  // the definition: the double quotient, RNE, clamped to ±2^30
+    double b = std::nearbyint(static_cast<double>(qmk) / unit);
+    b = std::clamp(b, -1073741824.0, 1073741824.0);
+    return static_cast<std::int64_t>(b);
+  };
+  const std::uint64_t seed = test_seed();
+  MESSAGE("seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  const auto log_uniform = [&](double lo, double hi) { return static_cast<float>(std::exp2(lo + (hi - lo) * u01(rng))); };
+  std::int64_t checked = 0, wrong = 0, ties = 0;
+  const auto check = [&](float qmk, float unit) {
+    ++checked;
+    wrong += sale::bias_units(qmk, unit) == oracle(qmk, unit) ? 0 : 1;
+  };
+  for (int i = 0; i < 1000000; ++i) {  // random magnitudes: quotients from 2^-30 to 2^35
+    const float qmk = (u01(rng) < 0.5 ? -1.0f : 1.0f) * log_uniform(-12.0, 12.0);
+    check(qmk, log_uniform(-23.0, 18.0));
+  }
+  for (int i = 0; i < 200000; ++i) {  // quotients a few ulps around a half-integer (k + 0.5)·unit, |k| < 2^23
+    const float unit = log_uniform(-20.0, 4.0);
+    const double k = std::floor(std::exp2(23.0 * u01(rng))) * (u01(rng) < 0.5 ? -1.0 : 1.0);
+    float qmk = static_cast<float>((k + 0.5) * unit);
+    for (int step = 0; step < 3; ++step) qmk = std::nextafter(qmk, -INFINITY);
+    for (int step = 0; step < 7; ++step, qmk = std::nextafter(qmk, INFINITY)) {
+      const double q = static_cast<double>(qmk) / unit;
+      ties += std::fabs(std::fabs(q - std::nearbyint(q)) - 0.5) < 1e-6 * std::fabs(q) ? 1 : 0;
+      check(qmk, unit);
+    }
+  }
+  check(1.0f, std::numeric_limits<float>::denorm_min());  // an infinite fp32 quotient: the clamp
+  check(-3.0e38f, 1e-30f);
+  check(0.0f, 1.0f);
+  CHECK(ties > 100000);  // the constructed cases do reach the slow path's territory
+  CHECK(wrong == 0);
+  MESSAGE(checked << " quotients, " << ties << " within 1e-6 of a tie: " << wrong << " differ from the double division");
 }
 
 TEST_CASE("bad SALE parameters are rejected") {

@@ -101,8 +101,26 @@ SPATTN_INLINE float threshold(const SoftmaxState& sink_local, float tau, float s
   return (sink_local.m + log2_det(tau * sink_local.l)) / scale_log2;
 }
 
-/// Smoothing bias of key j for a row in integer units: RNE(qmk_j / (sq·sk)), clamped to ±2^30 (unit > 0).
+/// Smoothing bias of key j for a row in integer units: RNE(qmk_j / (sq·sk)) — the double quotient rounded to nearest
+/// even — clamped to ±2^30 (unit > 0).
+/// Fast path with the same result: the fp32 quotient qf = RN(qmk / unit) is within 2⁻²⁴·|Q| of the exact quotient Q
+/// (and the double one within 2⁻⁵³·|Q|). When qf is below 2²² (its fraction is held) and farther than 1.2e-7·|qf|
+/// (> 2·2⁻²⁴·|qf|) from its nearest half-integer h, no half-integer lies between qf, Q and the double quotient, and
+/// none of them is a tie: all three round to rint(qf). Otherwise (near a tie, large, NaN) the double division decides.
+/// tests/test_sale.cpp checks it against the double formula on random and constructed near-tie quotients.
 SPATTN_INLINE std::int64_t bias_units(float qmk, float unit) {
+  const float qf = qmk / unit;  // IEEE division on host and device (no fast-math anywhere in the build)
+  if (qf > -4194304.0f && qf < 4194304.0f) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    const float r = rintf(qf);
+    const float off = fabsf(fabsf(qf - r) - 0.5f);  // distance to the nearest half-integer (exact for |qf| < 2^22)
+    if (off > 1.2e-7f * fabsf(qf)) return static_cast<std::int64_t>(r);
+#else
+    const float r = std::nearbyint(qf);
+    const float off = std::fabs(std::fabs(qf - r) - 0.5f);
+    if (off > 1.2e-7f * std::fabs(qf)) return static_cast<std::int64_t>(r);
+#endif
+  }
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   double b = rint(static_cast<double>(qmk) / unit);
 #else
