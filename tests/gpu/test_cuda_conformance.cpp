@@ -172,6 +172,18 @@ std::int64_t bad_device_rows(const cuda::DeviceTileMask& m) {
   return bad;
 }
 
+/// Poisons `mask`'s row ends and slots (all bits set), runs `est` on q, k into it, waits, checks the raw rows
+/// (bad_device_rows) and returns the mask on the host: the start of every estimator decomposition test below.
+TileMask run_poisoned(cuda::DeviceEstimator& est, const TensorView& q, const TensorView& k, cuda::DeviceTileMask& mask) {
+  const auto rows = static_cast<std::size_t>(mask.shape().num_rows());
+  cuda_check(cudaMemset(mask.row_end(), 0xff, rows * sizeof(std::int64_t)));
+  cuda_check(cudaMemset(mask.tiles(), 0xff, rows * static_cast<std::size_t>(mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
+  est.run(q, k, mask, nullptr);
+  cuda_check(cudaDeviceSynchronize());
+  REQUIRE(bad_device_rows(mask) == 0);
+  return mask.download(nullptr);
+}
+
 /// BFLA's device estimator over every BFLA case of the shared table, decision by decision (DESIGN.md §5.3):
 ///  (a) every group score the mask depends on (causal block pairs) is within the rounding bound of the reference's
 ///      Eigen score: |S_dev − S_ref| ≤ c · n · 2⁻²⁴ · Σ|q·k|, n = g·D products, Σ|q·k| over the pair in double. Both
@@ -201,13 +213,7 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
     cuda::DeviceTileMask mask(est->shape());
     CHECK(est->shape() == reference::bfla_estimate(p, in.q.view(), in.k.view(), *cfg).shape);
     cuda_check(cudaMemset(est->scores_workspace(), 0xff, est->workspace_bytes()));
-    cuda_check(cudaMemset(mask.row_end(), 0xff, static_cast<std::size_t>(mask.shape().num_rows()) * sizeof(std::int64_t)));
-    cuda_check(cudaMemset(mask.tiles(), 0xff,
-                          static_cast<std::size_t>(mask.shape().num_rows() * mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
-    est->run(q, k, mask, nullptr);
-    cuda_check(cudaDeviceSynchronize());
-    REQUIRE(bad_device_rows(mask) == 0);
-    const TileMask got = mask.download(nullptr);
+    const TileMask got = run_poisoned(*est, q, k, mask);
 
     // (a) the scores the mask depends on, against the reference's within the bound.
     const std::int64_t g = cfg->group, d = p.head_dim, per_block = cfg->block / g;
@@ -290,13 +296,7 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
     const auto est = cuda::make_anchor_attn_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr);
     cuda::DeviceTileMask mask(est->shape());
     cuda_check(cudaMemset(est->anchors_workspace(), 0xff, static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q) * sizeof(SoftmaxState)));
-    cuda_check(cudaMemset(mask.row_end(), 0xff, static_cast<std::size_t>(mask.shape().num_rows()) * sizeof(std::int64_t)));
-    cuda_check(cudaMemset(mask.tiles(), 0xff,
-                          static_cast<std::size_t>(mask.shape().num_rows() * mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
-    est->run(q, k, mask, nullptr);
-    cuda_check(cudaDeviceSynchronize());
-    REQUIRE(bad_device_rows(mask) == 0);
-    const TileMask got = mask.download(nullptr);
+    const TileMask got = run_poisoned(*est, q, k, mask);
     const std::vector<AnchorStats> dev = est->anchors(nullptr);
     const reference::AnchorEstimate ref = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), *cfg);
     REQUIRE(got.shape == ref.mask.shape);
@@ -433,13 +433,7 @@ TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within th
     const auto est = cuda::make_sale_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr, /*keep_margins*/ true);
     cuda::DeviceTileMask mask(est->shape());
     est->poison_workspace();
-    cuda_check(cudaMemset(mask.row_end(), 0xff, static_cast<std::size_t>(mask.shape().num_rows()) * sizeof(std::int64_t)));
-    cuda_check(cudaMemset(mask.tiles(), 0xff,
-                          static_cast<std::size_t>(mask.shape().num_rows() * mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
-    est->run(q, k, mask, nullptr);
-    cuda_check(cudaDeviceSynchronize());
-    REQUIRE(bad_device_rows(mask) == 0);
-    const TileMask got = mask.download(nullptr);
+    const TileMask got = run_poisoned(*est, q, k, mask);
     const reference::SaleEstimate ref = reference::sale_estimate(p, in.q.view(), in.k.view(), *cfg);
     REQUIRE(got.shape == ref.mask.shape);
     CHECK(est->workspace_bytes() > 0);
