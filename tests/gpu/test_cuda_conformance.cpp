@@ -172,6 +172,17 @@ std::int64_t bad_device_rows(const cuda::DeviceTileMask& m) {
   return bad;
 }
 
+/// One case of the shared estimator table with its q, k and sequence offsets on the device: the start of every
+/// estimator decomposition test below.
+struct DeviceCase {
+  conformance::EstimatorInputs in;
+  TensorView q, k;
+  cuda::detail::DeviceArray<std::int64_t> cu_q, cu_kv;
+  DeviceCase(const conformance::EstimatorCase& c, CudaMemory& memory)
+      : in(conformance::estimator_inputs(c)), q(memory.upload(in.q)), k(memory.upload(in.k)),
+        cu_q(in.problem.cu_seqlens_q), cu_kv(in.problem.cu_seqlens_kv) {}
+};
+
 /// Poisons `mask`'s row ends and slots (all bits set), runs `est` on q, k into it, waits, checks the raw rows
 /// (bad_device_rows) and returns the mask on the host: the start of every estimator decomposition test below.
 TileMask run_poisoned(cuda::DeviceEstimator& est, const TensorView& q, const TensorView& k, cuda::DeviceTileMask& mask) {
@@ -204,11 +215,10 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
     if (cfg == nullptr) continue;
     const std::string case_name(c.name);
     CAPTURE(case_name);
-    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const DeviceCase device_case(c, memory);
+    const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;
     REQUIRE(cuda::bfla_not_supported_reasons(*cfg, p).empty());
-    const TensorView q = memory.upload(in.q), k = memory.upload(in.k);
-    const cuda::detail::DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
     const std::unique_ptr<cuda::BflaEstimator> est = cuda::make_bfla_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr);
     cuda::DeviceTileMask mask(est->shape());
     CHECK(est->shape() == reference::bfla_estimate(p, in.q.view(), in.k.view(), *cfg).shape);
@@ -288,11 +298,10 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
     if (cfg == nullptr) continue;
     const std::string case_name(c.name);
     CAPTURE(case_name);
-    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const DeviceCase device_case(c, memory);
+    const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;
     REQUIRE(cuda::anchor_attn_not_supported_reasons(*cfg, p).empty());
-    const TensorView q = memory.upload(in.q), k = memory.upload(in.k);
-    const cuda::detail::DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
     const auto est = cuda::make_anchor_attn_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr);
     cuda::DeviceTileMask mask(est->shape());
     cuda_check(cudaMemset(est->anchors_workspace(), 0xff, static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q) * sizeof(SoftmaxState)));
@@ -425,11 +434,10 @@ TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within th
     if (cfg == nullptr || (c.d != 64 && c.d != 128)) continue;
     const std::string case_name(c.name);
     CAPTURE(case_name);
-    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const DeviceCase device_case(c, memory);
+    const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;
     REQUIRE(cuda::sale_not_supported_reasons(*cfg, p).empty());
-    const TensorView q = memory.upload(in.q), k = memory.upload(in.k);
-    const cuda::detail::DeviceArray<std::int64_t> cu_q(p.cu_seqlens_q), cu_kv(p.cu_seqlens_kv);
     const auto est = cuda::make_sale_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr, /*keep_margins*/ true);
     cuda::DeviceTileMask mask(est->shape());
     est->poison_workspace();

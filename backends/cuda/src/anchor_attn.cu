@@ -363,6 +363,8 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     g_.slots = static_cast<int>((p.seqlen_q + c.block - 1) / c.block);
     g_.groups = static_cast<int>(shape_.num_q_tiles());
     g_.words = static_cast<int>((p.seqlen_kv + 31) / 32);
+    m_tiles_ = m_tiles_of(c);
+    heads_per_cta_ = heads_per_cta(p.heads_q / p.heads_kv, m_tiles_);
     const auto bh = static_cast<std::size_t>(p.batch * p.heads_q);
     state_.allocate(bh * static_cast<std::size_t>(p.seqlen_q));
     qbar_.allocate(bh * g_.slots * static_cast<std::size_t>(p.head_dim));
@@ -396,7 +398,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(detail::pool_bytes(c_.block, p_.head_dim))),
           "shared memory");
-    const int mts = mts_of();
+    const int mts = m_tiles_ * heads_per_cta_;
     if (p_.head_dim == 64) stripe_launch<T, 64>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
     else stripe_launch<T, 128>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
   }
@@ -417,9 +419,9 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
         g_, state_.ptr, abar_.ptr);
     StripeArgs s{};
     s.g = g_;
-    s.m_tiles = m_tiles_of(c_);
-    s.heads_per_cta = heads_per_cta(p_.heads_q / p_.heads_kv, s.m_tiles);
-    const int mts = s.m_tiles * s.heads_per_cta;
+    s.m_tiles = m_tiles_;
+    s.heads_per_cta = heads_per_cta_;
+    const int mts = m_tiles_ * heads_per_cta_;
     s.scale_log2 = scale_log2(p_.softmax_scale());
     s.theta2 = anchor_attn::theta_log2(c_.theta);
     s.qbar = qbar_.ptr;
@@ -436,11 +438,6 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     mask.build_work_order(stream);
   }
 
-  int mts_of() const {
-    const int m = m_tiles_of(c_);
-    return m * heads_per_cta(p_.heads_q / p_.heads_kv, m);
-  }
-
   anchor_attn::Config c_;
   Problem p_;
   MaskShape shape_;
@@ -448,6 +445,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
   const std::int64_t* cu_q_;
   const std::int64_t* cu_kv_;
   Geometry g_{};
+  int m_tiles_ = 1, heads_per_cta_ = 1;  ///< the stripe CTA's pooled m-tiles per head and heads (its m-tiles: their product)
   DeviceArray<SoftmaxState> state_;
   DeviceArray<float> qbar_, abar_;
   DeviceArray<std::uint32_t> keep_;
