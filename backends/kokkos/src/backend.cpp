@@ -1,0 +1,132 @@
+// KokkosBackend: which calls the Kokkos kernels cover (in words), which execution space runs them, and Kokkos'
+// initialisation (on first use, when the application has not initialised Kokkos itself).
+#include "spattn/kokkos/backend.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+#include <variant>
+
+#include "executor.hpp"
+#include "sparge.hpp"
+#include "spattn/error.hpp"
+
+namespace spattn::kokkos {
+namespace {
+
+/// Initialises Kokkos unless the application did; finalises it at exit if we initialised it. Kernel launches are
+/// serialised: the Serial space's team scratch is one buffer per process.
+std::unique_lock<std::mutex> kokkos_ready() {
+  static std::mutex mutex;
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!Kokkos::is_initialized()) {
+    int argc = 0;
+    char* argv[] = {nullptr};
+    Kokkos::initialize(argc, argv);
+    std::atexit([] {
+      if (Kokkos::is_initialized()) Kokkos::finalize();
+    });
+  }
+  return lock;
+}
+
+/// Whether this build has a Kokkos execution space for `memory`.
+bool serves(Memory memory) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (memory == Memory::cuda) return true;
+#endif
+  return memory == Memory::host;
+}
+
+/// Calls f(exec) with the execution space that runs on `memory` (serves(memory) checked).
+template <class F>
+auto on_space(Memory memory, F f) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (memory == Memory::cuda) return f(Kokkos::Cuda());
+#endif
+  (void)memory;
+  return f(Kokkos::DefaultHostExecutionSpace());
+}
+
+/// The reasons that concern where the tensors are: one memory space this build serves; host memory only on request.
+std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*> tensors, const std::string& wanted) {
+  const Memory memory = (*tensors.begin())->memory;
+  for (const TensorView* t : tensors)
+    if (t->memory != memory) return {"tensors must all be in one memory space"};
+  if (!serves(memory))
+    return {"tensors are in CUDA memory, but Kokkos was built without CUDA (execution spaces: " + execution_spaces() +
+            ")"};
+  if (memory == Memory::host && wanted != "kokkos")
+    return {"host tensors run on the reference unless options.backend = \"kokkos\""};
+  return {};
+}
+
+}  // namespace
+
+std::string execution_spaces() {
+  std::string out;
+#if defined(KOKKOS_ENABLE_CUDA)
+  out = "Cuda (device), ";
+#endif
+  return out + Kokkos::DefaultHostExecutionSpace::name() + " (host)";
+}
+
+std::vector<std::string> KokkosBackend::not_supported_reasons(const Problem& p, const TensorView& q,
+                                                              const TensorView& k, const TensorView& v,
+                                                              const TileMask& mask, const TensorView& o,
+                                                              const AttendOptions& options) const {
+  std::vector<std::string> why = memory_reasons({&q, &k, &v, &o}, options.backend);
+  if (options.qk_int8) why.push_back("the int8 QKᵀ mode (qk_int8) is not implemented in the Kokkos executor");
+  const bool pv_skip = options.pv_threshold < INFINITY ||
+                       std::any_of(options.pv_threshold_per_head.begin(), options.pv_threshold_per_head.end(),
+                                   [](float x) { return x < INFINITY; });
+  if (pv_skip) why.push_back("PV-skip (pv_threshold) is not implemented in the Kokkos executor");
+  const std::int64_t blocks = (mask.shape.tile_q + detail::kRowBlock - 1) / detail::kRowBlock;
+  if (p.batch * p.heads_q * mask.shape.num_q_tiles() * blocks > INT_MAX)
+    why.push_back("more than 2^31 row blocks (batch · heads · query tiles)");
+  return why;
+}
+
+AttendStats KokkosBackend::attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                                  const TileMask& mask, const TensorView& o, const AttendOptions& options) const {
+  const auto lock = kokkos_ready();
+  return on_space(q.memory, [&](auto exec) { return attend_on<decltype(exec)>(p, q, k, v, mask, o, options); });
+}
+
+std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const MethodConfig& config, const Problem& p,
+                                                                       const TensorView& q, const TensorView& k,
+                                                                       const EstimateOptions& options) const {
+  std::vector<std::string> why = memory_reasons({&q, &k}, options.backend);
+  std::visit(Overload{[](const DenseConfig&) {},
+                      [&](const sparge::Config& c) {
+                        if (p.batch * p.heads_q * MaskShape::of(p, c.block_q, c.block_k).num_q_tiles() > INT_MAX)
+                          why.push_back("more than 2^31 query blocks (batch · heads · blocks)");
+                      },
+                      [&](const auto&) {
+                        why.push_back("the Kokkos backend has no " + std::string(method_name(config)) +
+                                      " estimator yet (implemented: sparge)");
+                      }},
+             config);
+  return why;
+}
+
+Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, const TensorView& q,
+                                 const TensorView& k, const EstimateOptions&) const {
+  const auto lock = kokkos_ready();
+  Estimate e;
+  e.method = std::string(method_name(config));
+  e.backend = std::string(name());
+  std::visit(Overload{[&](const DenseConfig& c) { e.mask = TileMask::dense(MaskShape::of(p, c.tile_q, c.tile_k)); },
+                      [&](const sparge::Config& c) {
+                        e.mask = on_space(q.memory, [&](auto exec) {
+                          return sparge_estimate_on<decltype(exec)>(p, q, k, c);
+                        });
+                      },
+                      [](const auto&) { fail("kokkos: estimator not implemented (estimate_not_supported_reasons)"); }},
+             config);
+  return e;
+}
+
+}  // namespace spattn::kokkos
