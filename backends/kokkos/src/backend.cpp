@@ -9,6 +9,7 @@
 #include <mutex>
 #include <variant>
 
+#include "bfla.hpp"
 #include "executor.hpp"
 #include "sparge.hpp"
 #include "spattn/error.hpp"
@@ -104,9 +105,15 @@ std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const Met
                         if (p.batch * p.heads_q * MaskShape::of(p, c.block_q, c.block_k).num_q_tiles() > INT_MAX)
                           why.push_back("more than 2^31 query blocks (batch · heads · blocks)");
                       },
+                      [&](const bfla::Config& c) {
+                        const std::int64_t g = c.group, bs = c.block;
+                        if (p.batch * p.heads_q * ((p.seqlen_q + g - 1) / g) > INT_MAX ||
+                            p.batch * p.heads_kv * ((p.seqlen_q + bs - 1) / bs) > INT_MAX)
+                          why.push_back("more than 2^31 query groups (batch · heads · groups)");
+                      },
                       [&](const auto&) {
                         why.push_back("the Kokkos backend has no " + std::string(method_name(config)) +
-                                      " estimator yet (implemented: sparge)");
+                                      " estimator yet (implemented: sparge, bfla)");
                       }},
              config);
   return why;
@@ -124,9 +131,20 @@ Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, c
                           return sparge_estimate_on<decltype(exec)>(p, q, k, c);
                         });
                       },
+                      [&](const bfla::Config& c) {
+                        e.mask = on_space(q.memory, [&](auto exec) {
+                          return bfla_estimate_on<decltype(exec)>(p, q, k, c, nullptr);
+                        });
+                      },
                       [](const auto&) { fail("kokkos: estimator not implemented (estimate_not_supported_reasons)"); }},
              config);
   return e;
+}
+
+TileMask bfla_estimate_with_scores(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
+                                   std::vector<std::vector<float>>& scores) {
+  const auto lock = kokkos_ready();
+  return on_space(q.memory, [&](auto exec) { return bfla_estimate_on<decltype(exec)>(p, q, k, c, &scores); });
 }
 
 }  // namespace spattn::kokkos

@@ -181,7 +181,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   f.blocks_per_tile = (mask.shape.tile_q + detail::kRowBlock - 1) / detail::kRowBlock;
 
   const std::size_t bytes = sizeof(float) * Team::scratch_floats(p.head_dim, p.dim_v()) + 64 * 9;  // + alignment
-  f.level = bytes <= static_cast<std::size_t>(Team::Policy::scratch_size_max(0)) ? 0 : 1;
+  f.level = scratch_level<Exec>(bytes);
   const std::int64_t league = p.batch * p.heads_q * f.q_tiles * f.blocks_per_tile;
   typename Team::Policy policy(static_cast<int>(league), team_size<Exec>());
   std::int64_t empty = 0;

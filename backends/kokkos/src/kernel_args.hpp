@@ -71,4 +71,10 @@ constexpr int team_size() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible ? 1 : 128;
 }
 
+/// Team scratch level for `bytes` per team: 0 (on chip on a GPU) where it fits, else 1 (global memory).
+template <class Exec>
+int scratch_level(std::size_t bytes) {
+  return bytes <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0)) ? 0 : 1;
+}
+
 }  // namespace spattn::kokkos

@@ -197,12 +197,6 @@ Kokkos::View<T*, typename Exec::memory_space> per_head(const char* label, const 
   return to_space<Exec>(label, all.data(), all.size());
 }
 
-/// Scratch level for `bytes` per team: 0 (on chip) where it fits.
-template <class Exec>
-int scratch_level(std::size_t bytes) {
-  return bytes <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0)) ? 0 : 1;
-}
-
 }  // namespace detail
 
 template <class Exec>
@@ -230,7 +224,7 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
   const auto pool = [&](const DeviceTensor& t, bool is_q, std::int64_t heads, std::int64_t block, std::int64_t blocks,
                         const float* centre, float* mean, float* sim) {
     const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(block + d) + 64;
-    const int level = detail::scratch_level<Exec>(bytes);
+    const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::sparge_pool",
                          Policy(idx(p.batch * heads * blocks), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                          detail::SpargePool<Exec>{s, t, is_q, heads, block, blocks, centre, mean, sim, level});
@@ -244,7 +238,7 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
   Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
   const std::size_t bytes = (2 * sizeof(float) + 2 * sizeof(int)) * static_cast<std::size_t>(tk) + 64;
-  const int level = detail::scratch_level<Exec>(bytes);
+  const int level = scratch_level<Exec>(bytes);
   Kokkos::parallel_for("spattn::kokkos::sparge_select",
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                        detail::SpargeSelect<Exec>{s, c.block_q, c.block_k, tq, tk, c.topk, c.attention_sink,

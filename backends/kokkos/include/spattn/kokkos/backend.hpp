@@ -27,6 +27,12 @@ class KokkosBackend final : public Backend {
                     const EstimateOptions& options) const override;
 };
 
+/// BFLA's Kokkos estimate (validated inputs) and the group scores it was built from, per (b, hq) as
+/// reference::bfla_group_scores lays them out (pairs outside the causal blocks 0): the test feeds them to
+/// reference::bfla_mask_from_scores, whose mask must be this one bit for bit.
+TileMask bfla_estimate_with_scores(const Problem& problem, const TensorView& q, const TensorView& k,
+                                   const bfla::Config& config, std::vector<std::vector<float>>& scores);
+
 /// The Kokkos execution spaces this build runs on, e.g. "Serial" or "Cuda (device), Serial (host)".
 std::string execution_spaces();
 
