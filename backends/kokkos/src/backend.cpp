@@ -9,9 +9,7 @@
 #include <mutex>
 #include <variant>
 
-#include "bfla.hpp"
-#include "executor.hpp"
-#include "sparge.hpp"
+#include "run.hpp"
 #include "spattn/error.hpp"
 
 namespace spattn::kokkos {
@@ -33,24 +31,6 @@ std::unique_lock<std::mutex> kokkos_ready() {
   return lock;
 }
 
-/// Whether this build has a Kokkos execution space for `memory`.
-bool serves(Memory memory) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  if (memory == Memory::cuda) return true;
-#endif
-  return memory == Memory::host;
-}
-
-/// Calls f(exec) with the execution space that runs on `memory` (serves(memory) checked).
-template <class F>
-auto on_space(Memory memory, F f) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  if (memory == Memory::cuda) return f(Kokkos::Cuda());
-#endif
-  (void)memory;
-  return f(Kokkos::DefaultHostExecutionSpace());
-}
-
 /// The reasons that concern where the tensors are: one memory space this build serves; host memory only on request.
 std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*> tensors, const std::string& wanted) {
   const Memory memory = (*tensors.begin())->memory;
@@ -65,6 +45,13 @@ std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*>
 }
 
 }  // namespace
+
+bool serves(Memory memory) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (memory == Memory::cuda) return true;
+#endif
+  return memory == Memory::host;
+}
 
 std::string execution_spaces() {
   std::string out;
@@ -84,7 +71,7 @@ std::vector<std::string> KokkosBackend::not_supported_reasons(const Problem& p, 
                        std::any_of(options.pv_threshold_per_head.begin(), options.pv_threshold_per_head.end(),
                                    [](float x) { return x < INFINITY; });
   if (pv_skip) why.push_back("PV-skip (pv_threshold) is not implemented in the Kokkos executor");
-  const std::int64_t blocks = (mask.shape.tile_q + detail::kRowBlock - 1) / detail::kRowBlock;
+  const std::int64_t blocks = (mask.shape.tile_q + kRowBlock - 1) / kRowBlock;
   if (p.batch * p.heads_q * mask.shape.num_q_tiles() * blocks > INT_MAX)
     why.push_back("more than 2^31 row blocks (batch · heads · query tiles)");
   return why;
@@ -93,7 +80,7 @@ std::vector<std::string> KokkosBackend::not_supported_reasons(const Problem& p, 
 AttendStats KokkosBackend::attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                                   const TileMask& mask, const TensorView& o, const AttendOptions& options) const {
   const auto lock = kokkos_ready();
-  return on_space(q.memory, [&](auto exec) { return attend_on<decltype(exec)>(p, q, k, v, mask, o, options); });
+  return run_attend(p, q, k, v, mask, o, options);
 }
 
 std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const MethodConfig& config, const Problem& p,
@@ -127,14 +114,10 @@ Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, c
   e.backend = std::string(name());
   std::visit(Overload{[&](const DenseConfig& c) { e.mask = TileMask::dense(MaskShape::of(p, c.tile_q, c.tile_k)); },
                       [&](const sparge::Config& c) {
-                        e.mask = on_space(q.memory, [&](auto exec) {
-                          return sparge_estimate_on<decltype(exec)>(p, q, k, c);
-                        });
+                        e.mask = run_sparge(p, q, k, c);
                       },
                       [&](const bfla::Config& c) {
-                        e.mask = on_space(q.memory, [&](auto exec) {
-                          return bfla_estimate_on<decltype(exec)>(p, q, k, c, nullptr);
-                        });
+                        e.mask = run_bfla(p, q, k, c, nullptr);
                       },
                       [](const auto&) { fail("kokkos: estimator not implemented (estimate_not_supported_reasons)"); }},
              config);
@@ -144,7 +127,7 @@ Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, c
 TileMask bfla_estimate_with_scores(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
                                    std::vector<std::vector<float>>& scores) {
   const auto lock = kokkos_ready();
-  return on_space(q.memory, [&](auto exec) { return bfla_estimate_on<decltype(exec)>(p, q, k, c, &scores); });
+  return run_bfla(p, q, k, c, &scores);
 }
 
 }  // namespace spattn::kokkos

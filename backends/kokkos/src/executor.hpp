@@ -12,6 +12,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "kernel_args.hpp"
+#include "run.hpp"
 #include "spattn/attend_options.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
@@ -27,7 +28,6 @@ AttendStats attend_on(const Problem& problem, const TensorView& q, const TensorV
 
 namespace detail {
 
-inline constexpr int kRowBlock = 128;  // rows per team: the reference's row block (PV-skip votes span it)
 inline constexpr int kChunk = 64;      // keys staged per step
 
 template <class Exec>
@@ -178,7 +178,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   f.q_tiles = mask.shape.num_q_tiles();
   f.tile_q = mask.shape.tile_q;
   f.tile_k = mask.shape.tile_k;
-  f.blocks_per_tile = (mask.shape.tile_q + detail::kRowBlock - 1) / detail::kRowBlock;
+  f.blocks_per_tile = (mask.shape.tile_q + kRowBlock - 1) / kRowBlock;
 
   const std::size_t bytes = sizeof(float) * Team::scratch_floats(p.head_dim, p.dim_v()) + 64 * 9;  // + alignment
   f.level = scratch_level<Exec>(bytes);

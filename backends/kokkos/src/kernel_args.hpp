@@ -71,6 +71,17 @@ constexpr int team_size() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible ? 1 : 128;
 }
 
+/// Calls f(exec) with the execution space that runs on `memory` (CUDA memory: Kokkos::Cuda; host memory: the
+/// default host space). The caller checked that this build serves `memory` (run.hpp: serves()).
+template <class F>
+auto on_space(Memory memory, F f) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (memory == Memory::cuda) return f(Kokkos::Cuda());
+#endif
+  (void)memory;
+  return f(Kokkos::DefaultHostExecutionSpace());
+}
+
 /// Team scratch level for `bytes` per team: 0 (on chip on a GPU) where it fits, else 1 (global memory).
 template <class Exec>
 int scratch_level(std::size_t bytes) {

@@ -1,0 +1,27 @@
+// The Kokkos kernels' entry points as plain functions (no Kokkos header): each runs on the execution space that
+// serves its tensors' memory (host memory: the default host space; CUDA memory: Kokkos::Cuda). Inputs validated and
+// covered (backend.cpp). attend.cpp holds the executor, estimate.cpp the estimators (compiled without fused
+// multiply-adds on a GPU: their fp32 rules must round as on the host).
+#pragma once
+
+#include <vector>
+
+#include "spattn/attend_options.hpp"
+#include "spattn/mask.hpp"
+#include "spattn/methods/bfla.hpp"
+#include "spattn/methods/sparge.hpp"
+
+namespace spattn::kokkos {
+
+inline constexpr int kRowBlock = 128;  ///< executor rows per team: the reference's row block
+
+/// Whether this build has a Kokkos execution space for `memory`.
+bool serves(Memory memory);
+
+AttendStats run_attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TileMask& mask, const TensorView& o, const AttendOptions& options);
+TileMask run_sparge(const Problem& problem, const TensorView& q, const TensorView& k, const sparge::Config& config);
+TileMask run_bfla(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& config,
+                  std::vector<std::vector<float>>* scores);
+
+}  // namespace spattn::kokkos
