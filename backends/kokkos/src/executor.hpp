@@ -1,12 +1,14 @@
-// The tile-sparse executor as one Kokkos kernel: a team per row block (at most 128 rows of one query tile of one
-// query head, the reference's row blocks), its Q rows, the running softmax state and the accumulator in team
-// scratch; the row block's kept keys are visited in ascending order in chunks of kChunk keys, each chunk's K and V
-// rows staged in team scratch. Which keys a row sees, the key list of a row's kept tiles and the empty-row rule are
-// mask_policy's; the per-row softmax arithmetic is OnlineSoftmax's (both in core/). fp32 accumulation for every
-// input dtype; outputs rounded to O's dtype.
+// The tile-sparse executor as one Kokkos kernel: a team per row block (on a host space the reference's row blocks of
+// at most 128 rows of one query tile of one query head; 64 rows on a GPU), its Q rows, the running softmax state and
+// the accumulator in team scratch; the row block's kept keys are visited in ascending order in chunks (64 keys on the
+// host, 32 on a GPU), each chunk's K and V rows staged in team scratch. A thread computes a 4 × 4 register block of
+// scores (dot_sequential_block) and of P·V, so that one scratch load serves four multiply-adds. Which keys a row sees,
+// the key list of a row's kept tiles and the empty-row rule are mask_policy's; the per-row softmax arithmetic is
+// OnlineSoftmax's (both in core/). fp32 accumulation for every input dtype; outputs rounded to O's dtype.
 //
 // Not bit-identical to the reference (its QKᵀ and PV are Eigen GEMMs in chunks of 256 keys): outputs are compared
-// within the dtype's tolerance (DESIGN.md §5.4).
+// within the dtype's tolerance (DESIGN.md §5.4). Scalar fp32 on every space (Kokkos has no portable tensor-core
+// operation): on a GPU far from the hand-written WGMMA kernels (bench/e2e_bench.cpp measures both).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -28,7 +30,16 @@ AttendStats attend_on(const Problem& problem, const TensorView& q, const TensorV
 
 namespace detail {
 
-inline constexpr int kChunk = 64;      // keys staged per step
+/// Rows per team and keys per chunk: the reference's row blocks of 128 rows on a host space; 64 rows and 32 keys on a
+/// GPU, so that two teams' scratch fits one SM (D = 128: 107 KB each). Both multiples of kBlock.
+struct TeamShape {
+  int rows, chunk;
+};
+template <class Exec>
+constexpr TeamShape team_shape() {
+  return team_size<Exec>() == 1 ? TeamShape{kRowBlock, 64} : TeamShape{64, 32};
+}
+inline constexpr int kBlock = 4;  ///< register block: a thread computes 4 × 4 scores or 4 rows × 4 dims of P·V
 
 template <class Exec>
 struct FlashTeam {
@@ -42,15 +53,18 @@ struct FlashTeam {
   const std::int32_t* tiles = nullptr;
   std::int64_t mask_heads = 1, q_tiles = 0, blocks_per_tile = 1;
   std::int32_t tile_q = 128, tile_k = 128;
+  TeamShape shape{};
   int level = 0;  ///< scratch level (0: on-chip where it fits)
 
-  /// Floats of team scratch for rows × (d, dv) with kChunk keys.
-  static std::size_t scratch_floats(std::int64_t d, std::int64_t dv) {
-    return static_cast<std::size_t>(kRowBlock * d + kChunk * d + kChunk * dv + kRowBlock * kChunk + kRowBlock * dv +
-                                    3 * kRowBlock + 2 * kChunk);  // + m, l, alpha; keys as 2 floats each
+  /// Bytes of team scratch (Q and K rows padded by one float against shared-memory bank conflicts).
+  static std::size_t scratch_bytes(TeamShape t, std::int64_t d, std::int64_t dv) {
+    const std::int64_t floats = t.rows * (d + 1) + t.chunk * (d + 1) + t.chunk * dv + t.rows * t.chunk + t.rows * dv + 3 * t.rows;
+    return sizeof(float) * static_cast<std::size_t>(floats) + sizeof(std::int64_t) * static_cast<std::size_t>(t.chunk) +
+           8 * 64;  // alignment of the 9 pieces
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
+    const int R = shape.rows, C = shape.chunk;
     // League index -> (b, hq, query tile t, row block of the tile).
     std::int64_t w = team.league_rank();
     const std::int64_t blk = w % blocks_per_tile;
@@ -60,10 +74,11 @@ struct FlashTeam {
     const std::int64_t h = w % s.heads_q, b = w / s.heads_q;
     const std::int64_t nq = s.nq(b), nkv = s.nkv(b);
     const std::int64_t tile_end = (t + 1) * tile_q < nq ? (t + 1) * tile_q : nq;
-    const std::int64_t r0 = t * tile_q + blk * kRowBlock;
+    const std::int64_t r0 = t * tile_q + blk * R;
     if (r0 >= tile_end) return;
-    const std::int64_t r1 = r0 + kRowBlock < tile_end ? r0 + kRowBlock : tile_end;
+    const std::int64_t r1 = r0 + R < tile_end ? r0 + R : tile_end;
     const int rows = static_cast<int>(r1 - r0);
+    const int row_groups = (rows + kBlock - 1) / kBlock;
     const std::int64_t hkv = h / s.group();
     const std::int64_t mh = mask_heads == s.heads_q ? h : h / (s.heads_q / mask_heads);
     const std::int64_t mrow = (b * mask_heads + mh) * q_tiles + t;
@@ -72,66 +87,94 @@ struct FlashTeam {
     const std::int64_t limit = mask_policy::block_key_end(r1 - 1, nq, nkv, s.causal);
     const std::int64_t positions =
         mask_policy::visited_tiles<std::int64_t>(kept, count, tile_k, limit) * static_cast<std::int64_t>(tile_k);
-    const std::int64_t d = s.d, dv = s.dv;
+    const std::int64_t d = s.d, dv = s.dv, ld = d + 1;
 
-    float* qs = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kRowBlock * d));
-    float* ks = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kChunk * d));
-    float* vs = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kChunk * dv));
-    float* ps = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kRowBlock * kChunk));
-    float* acc = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kRowBlock * dv));
-    float* m = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kRowBlock));
-    float* l = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kRowBlock));
-    float* alpha = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kRowBlock));
-    auto* keys = static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * kChunk));
+    const auto floats = [&](std::int64_t n) {
+      return static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * static_cast<std::size_t>(n)));
+    };
+    float* qs = floats(R * ld);
+    float* ks = floats(C * ld);
+    float* vs = floats(C * dv);
+    float* ps = floats(R * C);
+    float* acc = floats(R * dv);
+    float* m = floats(R);
+    float* l = floats(R);
+    float* alpha = floats(R);
+    auto* keys = static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * C));
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * d), [&](std::int64_t x) {
+    // Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used).
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * d), [&](std::int64_t x) {
       const std::int64_t r = x / d, e = x % d;
-      qs[x] = q.load(s.row(q, true, b, h, r0 + r) + e);
+      qs[r * ld + e] = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
     });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * dv), [&](std::int64_t x) { acc[x] = 0.0f; });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * dv), [&](std::int64_t x) { acc[x] = 0.0f; });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
       const SoftmaxState init;
       m[r] = init.m;
       l[r] = init.l;
     });
 
-    for (std::int64_t c0 = 0; c0 < positions; c0 += kChunk) {
-      const int n = static_cast<int>(positions - c0 < kChunk ? positions - c0 : kChunk);
+    // Chunks of C positions of the row block's key list; positions past the list or the block's key end hold key −1
+    // (a zero K/V row whose score every row masks).
+    for (std::int64_t c0 = 0; c0 < positions; c0 += C) {
       team.team_barrier();  // the previous chunk's P·V is done with ks, vs, ps
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](int c) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
         keys[c] = mask_policy::key_at<std::int64_t>(kept, count, tile_k, c0 + c, limit);
       });
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * d), [&](std::int64_t x) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
         const std::int64_t c = x / d, e = x % d, j = keys[c];
-        ks[x] = j < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, j) + e);
+        ks[c * ld + e] = j < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, j) + e);
       });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * dv), [&](std::int64_t x) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * dv), [&](std::int64_t x) {
         const std::int64_t c = x / dv, e = x % dv, j = keys[c];
         vs[x] = j < 0 ? 0.0f : v.load(s.row(v, false, b, hkv, j) + e);
       });
       team.team_barrier();
-      // Base-2 scores; a key the row does not see (causal, past the sequence, past the list) is −∞.
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * n), [&](int x) {
-        const int r = x / n, c = x % n;
-        const mask_policy::RowKeys<std::int64_t> row(r0 + r, nq, nkv, s.causal);
-        float dot = 0.0f;
-        for (std::int64_t e = 0; e < d; ++e) dot += qs[r * d + e] * ks[c * d + e];
-        ps[r * kChunk + c] = row.sees(keys[c]) ? dot * s.scale_log2 : -INFINITY;
+      // Base-2 scores of 4 rows × 4 keys per thread (keys cg, cg + C/4, …); a key the row does not see (causal, past
+      // the sequence, past the list) is −∞.
+      const int key_groups = C / kBlock;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * key_groups), [&](int x) {
+        const int rg = x / key_groups, cg = x % key_groups;
+        float dot[kBlock][kBlock];
+        dot_sequential_block<kBlock, kBlock>(qs + rg * kBlock * ld, ld, ks + cg * ld, key_groups * ld, d, dot);
+        for (int i = 0; i < kBlock; ++i) {
+          const int r = rg * kBlock + i;
+          const mask_policy::RowKeys<std::int64_t> row(r0 + r, nq, nkv, s.causal);
+          for (int j = 0; j < kBlock; ++j) {
+            const int c = cg + j * key_groups;
+            ps[r * C + c] = row.sees(keys[c]) ? dot[i][j] * s.scale_log2 : -INFINITY;
+          }
+        }
       });
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
         SoftmaxState st{m[r], l[r]};
-        alpha[r] = OnlineSoftmax::update(st, ps + r * kChunk, n, ps + r * kChunk);
+        alpha[r] = OnlineSoftmax::update(st, ps + r * C, C, ps + r * C);
         m[r] = st.m;
         l[r] = st.l;
       });
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * dv), [&](std::int64_t x) {
-        const std::int64_t r = x / dv, e = x % dv;
-        float sum = 0.0f;
-        for (int c = 0; c < n; ++c) sum += ps[r * kChunk + c] * vs[c * dv + e];
-        acc[x] = acc[x] * alpha[r] + sum;
+      // acc = acc·α + P·V, 4 rows × 4 dims per thread (dims eg, eg + dv/4, …).
+      const std::int64_t dim_groups = dv / kBlock;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows > 0 ? row_groups * dim_groups : 0), [&](std::int64_t x) {
+        const std::int64_t rg = x / dim_groups, eg = x % dim_groups;
+        float sum[kBlock][kBlock] = {};
+        for (int c = 0; c < C; ++c) {
+          float pv[kBlock], vv[kBlock];
+          for (int i = 0; i < kBlock; ++i) pv[i] = ps[(rg * kBlock + i) * C + c];
+          for (int j = 0; j < kBlock; ++j) vv[j] = vs[c * dv + eg + j * dim_groups];
+          for (int i = 0; i < kBlock; ++i)
+            for (int j = 0; j < kBlock; ++j) sum[i][j] += pv[i] * vv[j];
+        }
+        for (int i = 0; i < kBlock; ++i) {
+          const std::int64_t r = rg * kBlock + i;
+          if (r >= rows) break;
+          for (int j = 0; j < kBlock; ++j) {
+            float& a = acc[r * dv + eg + j * dim_groups];
+            a = a * alpha[r] + sum[i][j];
+          }
+        }
       });
     }
     team.team_barrier();
@@ -144,11 +187,14 @@ struct FlashTeam {
           float* out = acc + r * dv;
           const float lse2 = OnlineSoftmax::finalize(st, out, static_cast<int>(dv), out);  // in place
           e += mask_policy::empty_row(st.l) ? 1 : 0;
-          const std::int64_t at = s.row(o, true, b, h, r0 + r);
-          for (std::int64_t x = 0; x < dv; ++x) o.store(at + x, out[x]);
           if (lse != nullptr) lse[(b * s.heads_q + h) * s.seqlen_q + r0 + r] = lse2 * kLn2;
         },
         empty);
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * dv), [&](std::int64_t x) {
+      const std::int64_t r = x / dv, e = x % dv;
+      o.store(s.row(o, true, b, h, r0 + r) + e, acc[x]);
+    });
     Kokkos::single(Kokkos::PerTeam(team), [&]() { empty_rows += empty; });
   }
 };
@@ -178,9 +224,10 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   f.q_tiles = mask.shape.num_q_tiles();
   f.tile_q = mask.shape.tile_q;
   f.tile_k = mask.shape.tile_k;
-  f.blocks_per_tile = (mask.shape.tile_q + kRowBlock - 1) / kRowBlock;
+  f.shape = detail::team_shape<Exec>();
+  f.blocks_per_tile = (mask.shape.tile_q + f.shape.rows - 1) / f.shape.rows;
 
-  const std::size_t bytes = sizeof(float) * Team::scratch_floats(p.head_dim, p.dim_v()) + 64 * 9;  // + alignment
+  const std::size_t bytes = Team::scratch_bytes(f.shape, p.head_dim, p.dim_v());
   f.level = scratch_level<Exec>(bytes);
   const std::int64_t league = p.batch * p.heads_q * f.q_tiles * f.blocks_per_tile;
   typename Team::Policy policy(static_cast<int>(league), team_size<Exec>());
