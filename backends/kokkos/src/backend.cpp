@@ -98,9 +98,13 @@ std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const Met
                             p.batch * p.heads_kv * ((p.seqlen_q + bs - 1) / bs) > INT_MAX)
                           why.push_back("more than 2^31 query groups (batch · heads · groups)");
                       },
+                      [&](const fg_attn::Config& c) {
+                        if (p.batch * p.heads_q * MaskShape::of(p, c.tile_q, c.tile_k).num_q_tiles() > INT_MAX)
+                          why.push_back("more than 2^31 query tiles (batch · heads · tiles)");
+                      },
                       [&](const auto&) {
                         why.push_back("the Kokkos backend has no " + std::string(method_name(config)) +
-                                      " estimator yet (implemented: sparge, bfla)");
+                                      " estimator yet (implemented: sparge, bfla, fgattn)");
                       }},
              config);
   return why;
@@ -118,6 +122,11 @@ Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, c
                       },
                       [&](const bfla::Config& c) {
                         e.mask = run_bfla(p, q, k, c, nullptr);
+                      },
+                      [&](const fg_attn::Config& c) {
+                        e.mask = run_fg_attn(p, q, k, c);
+                        if (c.semantics == fg_attn::Semantics::union_keys)
+                          e.mask = fg_attn::effective_mask(e.mask, fg_attn::plan(e.mask, c), c.semantics);
                       },
                       [](const auto&) { fail("kokkos: estimator not implemented (estimate_not_supported_reasons)"); }},
              config);

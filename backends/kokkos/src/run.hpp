@@ -9,6 +9,7 @@
 #include "spattn/attend_options.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/methods/bfla.hpp"
+#include "spattn/methods/fg_attn.hpp"
 #include "spattn/methods/sparge.hpp"
 
 namespace spattn::kokkos {
@@ -21,6 +22,8 @@ bool serves(Memory memory);
 AttendStats run_attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                        const TileMask& mask, const TensorView& o, const AttendOptions& options);
 TileMask run_sparge(const Problem& problem, const TensorView& q, const TensorView& k, const sparge::Config& config);
+/// FG-Attn's estimated mask (per query tile, before merging: the caller applies the union semantics).
+TileMask run_fg_attn(const Problem& problem, const TensorView& q, const TensorView& k, const fg_attn::Config& config);
 TileMask run_bfla(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& config,
                   std::vector<std::vector<float>>* scores);
 
