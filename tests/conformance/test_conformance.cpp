@@ -47,10 +47,12 @@ TEST_CASE("conformance: estimator table on every host backend, decision by decis
       ++ran;
       CHECK(r.decisions > 0);
       CHECK(r.backend == backend->name());
-      // Host backends follow the core's fixed-order arithmetic: bit-identical masks. Except Kokkos' BFLA: its group
-      // scores are fma chains in a fixed order, the reference's an Eigen GEMM, so a decision at a threshold may differ
-      // (at most 2 %, as the CUDA estimators'; test_kokkos.cpp checks every rule after the scores bit for bit).
-      if (backend->name() == "kokkos" && std::holds_alternative<bfla::Config>(c.config)) {
+      // Host backends follow the core's fixed-order arithmetic: bit-identical masks. Except Kokkos' BFLA group scores
+      // and AnchorAttention anchors: fma chains in a fixed order where the reference has an Eigen GEMM, so a decision
+      // at a threshold may differ (at most 2 %, as the CUDA estimators'; test_kokkos.cpp checks those sums within their
+      // rounding bound and every rule after them bit for bit).
+      if (backend->name() == "kokkos" &&
+          (std::holds_alternative<bfla::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config))) {
         MESSAGE(case_name << ": " << r.differing << " of " << r.decisions << " decisions differ from the reference");
         CHECK(r.differing * 50 <= r.decisions);
       } else {

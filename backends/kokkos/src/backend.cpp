@@ -102,9 +102,14 @@ std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const Met
                         if (p.batch * p.heads_q * MaskShape::of(p, c.tile_q, c.tile_k).num_q_tiles() > INT_MAX)
                           why.push_back("more than 2^31 query tiles (batch · heads · tiles)");
                       },
+                      [&](const anchor_attn::Config& c) {
+                        const std::int64_t groups = MaskShape::of(p, c.group_rows(), 1).num_q_tiles();
+                        if (p.batch * p.heads_q * groups * ((c.group_rows() + 63) / 64) > INT_MAX)
+                          why.push_back("more than 2^31 row blocks (batch · heads · groups · 64-row blocks)");
+                      },
                       [&](const auto&) {
                         why.push_back("the Kokkos backend has no " + std::string(method_name(config)) +
-                                      " estimator yet (implemented: sparge, bfla, fgattn)");
+                                      " estimator yet (implemented: sparge, bfla, fgattn, anchor)");
                       }},
              config);
   return why;
@@ -128,6 +133,12 @@ Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, c
                         if (c.semantics == fg_attn::Semantics::union_keys)
                           e.mask = fg_attn::effective_mask(e.mask, fg_attn::plan(e.mask, c), c.semantics);
                       },
+                      [&](const anchor_attn::Config& c) {
+                        std::int64_t counts[2] = {0, 0};
+                        e.mask = run_anchor_attn(p, q, k, c, e.anchor_state, counts);
+                        e.candidates = counts[0];
+                        e.selected = counts[1];
+                      },
                       [](const auto&) { fail("kokkos: estimator not implemented (estimate_not_supported_reasons)"); }},
              config);
   return e;
@@ -137,6 +148,13 @@ TileMask bfla_estimate_with_scores(const Problem& p, const TensorView& q, const 
                                    std::vector<std::vector<float>>& scores) {
   const auto lock = kokkos_ready();
   return run_bfla(p, q, k, c, &scores);
+}
+
+TileMask anchor_attn_estimate_with_anchors(const Problem& p, const TensorView& q, const TensorView& k,
+                                          const anchor_attn::Config& c, std::vector<AnchorStats>& anchors) {
+  const auto lock = kokkos_ready();
+  std::int64_t counts[2] = {0, 0};
+  return run_anchor_attn(p, q, k, c, anchors, counts);
 }
 
 }  // namespace spattn::kokkos

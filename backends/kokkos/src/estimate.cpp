@@ -1,4 +1,5 @@
 // The estimators' entry points (sparge.hpp, bfla.hpp) on the execution space of the tensors' memory.
+#include "anchor_attn.hpp"
 #include "bfla.hpp"
 #include "fg_attn.hpp"
 #include "run.hpp"
@@ -12,6 +13,15 @@ TileMask run_sparge(const Problem& p, const TensorView& q, const TensorView& k, 
 
 TileMask run_fg_attn(const Problem& p, const TensorView& q, const TensorView& k, const fg_attn::Config& c) {
   return on_space(q.memory, [&](auto exec) { return fg_attn_estimate_on<decltype(exec)>(p, q, k, c); });
+}
+
+TileMask run_anchor_attn(const Problem& p, const TensorView& q, const TensorView& k, const anchor_attn::Config& c,
+                         std::vector<AnchorStats>& anchors, std::int64_t counts[2]) {
+  AnchorResult r = on_space(q.memory, [&](auto exec) { return anchor_attn_estimate_on<decltype(exec)>(p, q, k, c); });
+  anchors = std::move(r.anchors);
+  counts[0] = r.candidates;
+  counts[1] = r.selected;
+  return std::move(r.mask);
 }
 
 TileMask run_bfla(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,

@@ -8,6 +8,8 @@
 
 #include "spattn/attend_options.hpp"
 #include "spattn/mask.hpp"
+#include "spattn/anchor.hpp"
+#include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
 #include "spattn/methods/sparge.hpp"
@@ -24,6 +26,10 @@ AttendStats run_attend(const Problem& problem, const TensorView& q, const Tensor
 TileMask run_sparge(const Problem& problem, const TensorView& q, const TensorView& k, const sparge::Config& config);
 /// FG-Attn's estimated mask (per query tile, before merging: the caller applies the union semantics).
 TileMask run_fg_attn(const Problem& problem, const TensorView& q, const TensorView& k, const fg_attn::Config& config);
+/// AnchorAttention's mask; `anchors` receives each row's (m, l) over its anchor region, `counts` the candidate and
+/// selected (group, key) pairs.
+TileMask run_anchor_attn(const Problem& problem, const TensorView& q, const TensorView& k,
+                         const anchor_attn::Config& config, std::vector<AnchorStats>& anchors, std::int64_t counts[2]);
 TileMask run_bfla(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& config,
                   std::vector<std::vector<float>>* scores);
 

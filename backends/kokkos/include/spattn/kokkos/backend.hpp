@@ -33,6 +33,12 @@ class KokkosBackend final : public Backend {
 TileMask bfla_estimate_with_scores(const Problem& problem, const TensorView& q, const TensorView& k,
                                    const bfla::Config& config, std::vector<std::vector<float>>& scores);
 
+/// AnchorAttention's Kokkos estimate (validated inputs) and its anchor pass's states, per row as
+/// reference::AnchorEstimate::anchors: the test feeds them to reference::anchor_attn_select, whose mask must be this
+/// one bit for bit.
+TileMask anchor_attn_estimate_with_anchors(const Problem& problem, const TensorView& q, const TensorView& k,
+                                          const anchor_attn::Config& config, std::vector<AnchorStats>& anchors);
+
 /// The Kokkos execution spaces this build runs on, e.g. "Serial" or "Cuda (device), Serial (host)".
 std::string execution_spaces();
 
