@@ -10,7 +10,8 @@
 // 11 % random block mask (128 × 128 tiles; spattn::attend with backend "kokkos" against cuda::attend_async, relative
 // L1 between the two outputs), and each estimator Kokkos implements (spattn::estimate with backend "kokkos", mask
 // download included, against the plan's estimate; decisions that differ from the CUDA mask). Kokkos timings: one
-// warm-up, median of 3.
+// warm-up, median of 3. SALE's Kokkos estimate (scalar integer products of every candidate block: minutes at 32K) runs
+// only with KOKKOS_SALE=1.
 //   WORKLOAD=video [ARMS=fgattn] ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
 
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "random_mask.hpp"
@@ -232,7 +234,8 @@ int main(int argc, char** argv) {
       kokkos_options.backend = "kokkos";
       if (kokkos_arms()) {
         for (const auto& be : backends())
-          if (be->name() == "kokkos" && be->estimate_not_supported_reasons(config, p, q, k, kokkos_options).empty()) {
+          if (be->name() == "kokkos" && be->estimate_not_supported_reasons(config, p, q, k, kokkos_options).empty() &&
+              (!std::holds_alternative<sale::Config>(config) || std::getenv("KOKKOS_SALE") != nullptr)) {
             Estimate e;
             const float kokkos_est = median_ms([&] { e = spattn::estimate(config, p, q, k, kokkos_options); }, 1, 3);
             std::printf("%-7lld %-26s %8.3f  estimate: cuda %9.3f ms, kokkos %9.3f ms (%.2fx, mask download included), "

@@ -3,6 +3,7 @@
 // backend.)
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <variant>
 
 #include "common.hpp"
@@ -10,6 +11,7 @@
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
+#include "spattn/reference/sale.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/tensor_rows.hpp"
 #include "spattn/tensor.hpp"
@@ -61,10 +63,13 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
   options.qk_int8 = false;
   options.pv_threshold = 5.0f;
   CHECK_THROWS_WITH_AS(attend_call(), doctest::Contains("PV-skip"), Error);
-  EstimateOptions eo;
-  eo.backend = "kokkos";
-  CHECK_THROWS_WITH_AS(estimate(sale::Config{}, c.p, c.q.view(), c.k.view(), eo), doctest::Contains("no sale estimator"),
-                       Error);
+  if (kokkos::execution_spaces().find("Cuda") == std::string::npos) {  // CUDA memory, no CUDA space: said in words
+    TensorView qd = c.q.view(), kd = c.k.view();
+    qd.memory = kd.memory = Memory::cuda;
+    EstimateOptions eo;
+    eo.backend = "kokkos";
+    CHECK_THROWS_WITH_AS(estimate(sparge::Config{}, c.p, qd, kd, eo), doctest::Contains("built without CUDA"), Error);
+  }
   for (const auto& be : backends())
     if (be->name() == "kokkos") {
       AttendOptions auto_options;
@@ -194,6 +199,70 @@ TEST_CASE("kokkos: AnchorAttention anchors within their rounding bound, every ru
     ++ran;
   }
   CHECK(ran >= 4);
+}
+
+/// SALE on Kokkos, decision by decision, over every SALE case of the shared table:
+///  (a) every row's sink-local max m is within the rounding bound of the reference's (both are maxima of the same
+///      exact scores q_i·k'_j, D-term fp32 dot products): |Δm| ≤ c·D·2⁻²⁴·scale·log2e·‖q_i‖·max_j ‖k'_j‖, c = 2.5;
+///  (b) codes, scales, biases and integer products are the reference's bits: reference::sale_select over the Kokkos
+///      sink-local states gives this mask and these margins bit for bit.
+TEST_CASE("kokkos: SALE sink-local states within their rounding bound, margins and mask exact given them") {
+  constexpr double kC = 2.5;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const auto* cfg = std::get_if<sale::Config>(&c.config);
+    if (cfg == nullptr) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const Problem& p = in.problem;
+    std::vector<float> margins;
+    std::vector<SoftmaxState> states;
+    const TileMask got = kokkos::sale_estimate_with_states(p, in.q.view(), in.k.view(), *cfg, margins, states);
+    const reference::SaleEstimate want = reference::sale_estimate(p, in.q.view(), in.k.view(), *cfg);
+    REQUIRE(states.size() == want.sink_local.size());
+    const double sl = double(p.softmax_scale()) * 1.4426950408889634;
+    const std::int64_t d = p.head_dim;
+    std::int64_t compared = 0, outside = 0;
+    const auto norm = [&](const float* x) {
+      double s = 0.0;
+      for (std::int64_t e = 0; e < d; ++e) s += double(x[e]) * double(x[e]);
+      return std::sqrt(s);
+    };
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        const reference::SaleHeadInputs hi = reference::sale_head_inputs(p, in.q.view(), in.k.view(), *cfg, b, h);
+        double k_max = 0.0;
+        for (std::int64_t j = 0; j < p.seqlen_kv_of(b); ++j) k_max = std::max(k_max, norm(hi.k_centred.data() + j * d));
+        for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
+          const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
+          const float m_got = states[at].m, m_want = want.sink_local[at].m;
+          ++compared;
+          if (std::isinf(m_want)) {
+            outside += m_got == m_want ? 0 : 1;
+            continue;
+          }
+          const double bound = kC * double(d) * std::ldexp(1.0, -24) * sl * norm(hi.q_raw.data() + i * d) * k_max;
+          if (!(std::fabs(double(m_got) - double(m_want)) <= bound)) ++outside;
+        }
+      }
+    CHECK(compared > 0);
+    CHECK(outside == 0);
+    const reference::SaleEstimate given = reference::sale_select(p, in.q.view(), in.k.view(), *cfg, states);
+    CHECK(got.shape == given.mask.shape);
+    CHECK(got.row_ptr == given.mask.row_ptr);
+    CHECK(got.tiles == given.mask.tiles);
+    REQUIRE(margins.size() == given.margins.size());
+    std::int64_t margin_bits_differ = 0;
+    for (std::size_t i = 0; i < margins.size(); ++i)
+      margin_bits_differ += std::memcmp(&margins[i], &given.margins[i], sizeof(float)) != 0 &&
+                                    !(std::isnan(margins[i]) && std::isnan(given.margins[i]))
+                                ? 1
+                                : 0;
+    CHECK(margin_bits_differ == 0);
+    ++ran;
+  }
+  CHECK(ran >= 7);
 }
 
 }  // namespace

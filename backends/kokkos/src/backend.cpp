@@ -107,9 +107,10 @@ std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const Met
                         if (p.batch * p.heads_q * groups * ((c.group_rows() + 63) / 64) > INT_MAX)
                           why.push_back("more than 2^31 row blocks (batch · heads · groups · 64-row blocks)");
                       },
-                      [&](const auto&) {
-                        why.push_back("the Kokkos backend has no " + std::string(method_name(config)) +
-                                      " estimator yet (implemented: sparge, bfla, fgattn, anchor)");
+                      [&](const sale::Config&) {
+                        if (p.batch * p.heads_q * MaskShape::of(p, sale::kBlockQ, sale::kBlockK).num_q_tiles() > INT_MAX ||
+                            p.batch * p.heads_q * ((p.seqlen_kv + 31) / 32) > INT_MAX)
+                          why.push_back("more than 2^31 query blocks or key chunks (batch · heads · blocks)");
                       }},
              config);
   return why;
@@ -139,7 +140,12 @@ Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, c
                         e.candidates = counts[0];
                         e.selected = counts[1];
                       },
-                      [](const auto&) { fail("kokkos: estimator not implemented (estimate_not_supported_reasons)"); }},
+                      [&](const sale::Config& c) {
+                        std::int64_t counts[2] = {0, 0};
+                        e.mask = run_sale(p, q, k, c, e.margins, e.anchor_state, counts);
+                        e.candidates = counts[0];
+                        e.selected = counts[1];
+                      }},
              config);
   return e;
 }
@@ -155,6 +161,13 @@ TileMask anchor_attn_estimate_with_anchors(const Problem& p, const TensorView& q
   const auto lock = kokkos_ready();
   std::int64_t counts[2] = {0, 0};
   return run_anchor_attn(p, q, k, c, anchors, counts);
+}
+
+TileMask sale_estimate_with_states(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c,
+                                   std::vector<float>& margins, std::vector<SoftmaxState>& sink_local) {
+  const auto lock = kokkos_ready();
+  std::int64_t counts[2] = {0, 0};
+  return run_sale(p, q, k, c, margins, sink_local, counts);
 }
 
 }  // namespace spattn::kokkos

@@ -12,6 +12,7 @@
 #include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
+#include "spattn/methods/sale.hpp"
 #include "spattn/methods/sparge.hpp"
 
 namespace spattn::kokkos {
@@ -30,6 +31,9 @@ TileMask run_fg_attn(const Problem& problem, const TensorView& q, const TensorVi
 /// selected (group, key) pairs.
 TileMask run_anchor_attn(const Problem& problem, const TensorView& q, const TensorView& k,
                          const anchor_attn::Config& config, std::vector<AnchorStats>& anchors, std::int64_t counts[2]);
+/// SALE's mask; `margins` and `sink_local` as reference::SaleEstimate's, `counts` the candidate and selected blocks.
+TileMask run_sale(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& config,
+                  std::vector<float>& margins, std::vector<SoftmaxState>& sink_local, std::int64_t counts[2]);
 TileMask run_bfla(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& config,
                   std::vector<std::vector<float>>* scores);
 

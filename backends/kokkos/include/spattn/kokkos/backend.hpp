@@ -39,6 +39,12 @@ TileMask bfla_estimate_with_scores(const Problem& problem, const TensorView& q, 
 TileMask anchor_attn_estimate_with_anchors(const Problem& problem, const TensorView& q, const TensorView& k,
                                           const anchor_attn::Config& config, std::vector<AnchorStats>& anchors);
 
+/// SALE's Kokkos estimate (validated inputs), its margins and its sink-local states, as reference::SaleEstimate's: the
+/// test feeds the states to reference::sale_select, whose mask and margins must be these bit for bit.
+TileMask sale_estimate_with_states(const Problem& problem, const TensorView& q, const TensorView& k,
+                                   const sale::Config& config, std::vector<float>& margins,
+                                   std::vector<SoftmaxState>& sink_local);
+
 /// The Kokkos execution spaces this build runs on, e.g. "Serial" or "Cuda (device), Serial (host)".
 std::string execution_spaces();
 
