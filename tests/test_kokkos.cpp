@@ -3,6 +3,7 @@
 // backend.)
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <variant>
 
@@ -77,6 +78,27 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
       REQUIRE(why.size() == 1);
       CHECK(why[0].find("options.backend = \"kokkos\"") != std::string::npos);
     }
+}
+
+/// The executor table on the host with the GPU's team shape (64-row blocks, 32-key chunks; SPATTN_KOKKOS_GPU_SHAPE):
+/// the same kernel code as on a GPU, one thread per team.
+TEST_CASE("kokkos: executor table with the GPU's team shape on the host") {
+  auto memory = conformance::host_adapter();
+  setenv("SPATTN_KOKKOS_GPU_SHAPE", "1", 1);
+  int ran = 0;
+  for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", *memory);
+    REQUIRE(r.not_supported.empty());
+    ++ran;
+    CAPTURE(r.worst);
+    CHECK(r.bad_outputs == 0);
+    CHECK(r.bad_lse == 0);
+    CHECK(r.empty_rows == r.reference_empty_rows);
+  }
+  unsetenv("SPATTN_KOKKOS_GPU_SHAPE");
+  CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
 }
 
 /// BFLA on Kokkos, decision by decision (DESIGN.md §5.3), over every BFLA case of the shared table:

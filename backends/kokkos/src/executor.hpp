@@ -12,6 +12,7 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <cstdlib>
 
 #include "kernel_args.hpp"
 #include "run.hpp"
@@ -35,9 +36,14 @@ namespace detail {
 struct TeamShape {
   int rows, chunk;
 };
+inline constexpr TeamShape kHostShape{kRowBlock, 64}, kGpuShape{64, 32};
+/// The space's team shape. SPATTN_KOKKOS_GPU_SHAPE=1 gives a host space the GPU's (tests: the GPU's row blocks and
+/// chunks, with their partial register blocks, checked on the CPU).
 template <class Exec>
-constexpr TeamShape team_shape() {
-  return team_size<Exec>() == 1 ? TeamShape{kRowBlock, 64} : TeamShape{64, 32};
+TeamShape team_shape() {
+  if (team_size<Exec>() != 1) return kGpuShape;
+  const char* env = std::getenv("SPATTN_KOKKOS_GPU_SHAPE");
+  return env != nullptr && env[0] == '1' ? kGpuShape : kHostShape;
 }
 inline constexpr int kBlock = 4;  ///< register block: a thread computes 4 × 4 scores or 4 rows × 4 dims of P·V
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernel_args.hpp"
+#include "sequence_mean.hpp"
 #include "spattn/anchor.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
@@ -36,29 +37,6 @@ template <class Exec>
 SaleResult sale_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& c);
 
 namespace detail {
-
-/// mu[(b·heads + h)·d + c]: the mean of column c over sequence b of head h (sequence_mean's order).
-template <class Exec>
-struct SequenceMean {
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  DeviceShape s;
-  DeviceTensor t;
-  bool is_q;
-  std::int64_t heads;
-  float* mu;
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t bh = team.league_rank(), b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t col) {
-      const auto value = [&](std::int64_t r) { return t.load(s.row(t, is_q, b, h, r) + col); };
-      mu[bh * s.d + col] = sequence_mean(
-          [&](std::int64_t c) {
-            const std::int64_t first = c * kMeanChunk, end = first + kMeanChunk < n ? first + kMeanChunk : n;
-            return column_sum(value, first, end);
-          },
-          n);
-    });
-  }
-};
 
 /// Codes [(bh·n_max + r)·d + e] and scales [bh·n_max + r] of the centred rows x − μ of head bh, a team per chunk of
 /// `chunk` rows (16 query rows or 32 keys: each holds whole scale groups), a row per thread.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernel_args.hpp"
+#include "sequence_mean.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/sparge.hpp"
@@ -29,27 +30,6 @@ namespace detail {
 
 template <class Exec>
 using Floats = Kokkos::View<float*, typename Exec::memory_space>;
-
-/// Step 1: mu[(b·Hkv + h)·d + c], the mean of key column c over sequence b.
-template <class Exec>
-struct SpargeKeyMean {
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  DeviceShape s;
-  DeviceTensor k;
-  float* mu;
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t bh = team.league_rank(), b = bh / s.heads_kv, h = bh % s.heads_kv, n = s.nkv(b);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t col) {
-      const auto value = [&](std::int64_t r) { return k.load(s.row(k, false, b, h, r) + col); };
-      mu[bh * s.d + col] = sequence_mean(
-          [&](std::int64_t t) {
-            const std::int64_t first = t * kMeanChunk, end = first + kMeanChunk < n ? first + kMeanChunk : n;
-            return column_sum(value, first, end);
-          },
-          n);
-    });
-  }
-};
 
 /// Step 2: the pooled mean (mean[(bh·blocks + j)·d + c]) and self-similarity (sim[bh·blocks + j]) of block j of
 /// `block` rows of head bh = b·heads + h; keys are centred by mu (null for queries).
@@ -215,7 +195,7 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
 
   detail::Floats<Exec> mu(std::string("spattn::k_mu"), static_cast<std::size_t>(p.batch * p.heads_kv * d));
   Kokkos::parallel_for("spattn::kokkos::sparge_key_mean", Policy(idx(p.batch * p.heads_kv), ts),
-                       detail::SpargeKeyMean<Exec>{s, kt, mu.data()});
+                       detail::SequenceMean<Exec>{s, kt, false, p.heads_kv, mu.data()});
 
   detail::Floats<Exec> k_mean(std::string("spattn::k_mean"), static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
   detail::Floats<Exec> k_sim(std::string("spattn::k_sim"), static_cast<std::size_t>(p.batch * p.heads_kv * tk));
