@@ -61,9 +61,6 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
   options.qk_int8 = true;
   const auto attend_call = [&] { attend(c.p, c.q.view(), c.k.view(), c.v.view(), c.mask, c.o.view(), options); };
   CHECK_THROWS_WITH_AS(attend_call(), doctest::Contains("qk_int8"), Error);
-  options.qk_int8 = false;
-  options.pv_threshold = 5.0f;
-  CHECK_THROWS_WITH_AS(attend_call(), doctest::Contains("PV-skip"), Error);
   if (kokkos::execution_spaces().find("Cuda") == std::string::npos) {  // CUDA memory, no CUDA space: said in words
     TensorView qd = c.q.view(), kd = c.k.view();
     qd.memory = kd.memory = Memory::cuda;
@@ -78,6 +75,56 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
       REQUIRE(why.size() == 1);
       CHECK(why[0].find("options.backend = \"kokkos\"") != std::string::npos);
     }
+}
+
+/// SpargeAttn's PV-skip on Kokkos against the reference: planted inputs whose skip decisions lie far from the
+/// threshold (every query carries 4·e0, keys 0..63 carry 10·e0: the first tile sets a max ≈ 57.7 in base 2 that the
+/// others sit ≈ 57 below), whole-block and 16-row votes, exempt tiles, a per-head threshold; random inputs elsewhere.
+/// Same skipped counts, outputs within fp32 tolerance.
+TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's") {
+  Problem p;
+  p.heads_q = 2;
+  p.seqlen_q = p.seqlen_kv = 512;
+  p.head_dim = 64;
+  p.causal = true;
+  p.scale = 1.0f;
+  HostTensor q(DType::f32, 1, 2, 512, 64), k(DType::f32, 1, 1, 512, 64), v(DType::f32, 1, 1, 512, 64);
+  fill_random(q, 0.05);
+  fill_random(k, 0.05);
+  fill_random(v);
+  for (std::int64_t h = 0; h < 2; ++h)
+    for (std::int64_t i = 0; i < 512; ++i) {
+      q.set(0, h, i, 0, 4.0f);
+      if (i % 128 < 16) q.set(0, h, i, 1, 4.0f);
+    }
+  for (std::int64_t j = 0; j < 64; ++j) k.set(0, 0, j, 0, 10.0f);
+  for (std::int64_t j = 192; j < 256; ++j) k.set(0, 0, j, 1, 10.0f);
+  p.heads_kv = 1;
+  for (const std::int32_t tile_k : {64, 30}) {
+    const TileMask mask = TileMask::dense(MaskShape::of(p, 128, tile_k));
+    for (const int vote : {0, 16, 64})
+      for (const int exempt : {1, 3}) {
+        CAPTURE(tile_k);
+        CAPTURE(vote);
+        CAPTURE(exempt);
+        AttendOptions opt;
+        opt.pv_threshold_per_head = {20.0f, 30.0f};
+        opt.pv_vote_rows = vote;
+        opt.pv_exempt_last = exempt;
+        HostTensor want(DType::f32, 1, 2, 512, 64), got(DType::f32, 1, 2, 512, 64);
+        got.poison();
+        opt.backend = "reference";
+        const AttendStats ref = attend(p, q.view(), k.view(), v.view(), mask, want.view(), opt);
+        opt.backend = "kokkos";
+        const AttendStats kk = attend(p, q.view(), k.view(), v.view(), mask, got.view(), opt);
+        CHECK(ref.pv_skipped > 0);
+        CHECK(kk.pv_skipped == ref.pv_skipped);
+        const std::vector<float> a = got.to_float(), b = want.to_float();
+        std::int64_t bad = 0;
+        for (std::size_t i = 0; i < a.size(); ++i) bad += std::fabs(a[i] - b[i]) <= 1e-4f * (1.0f + std::fabs(b[i])) ? 0 : 1;
+        CHECK(bad == 0);
+      }
+  }
 }
 
 /// The executor table on the host with the GPU's team shape (64-row blocks, 32-key chunks; SPATTN_KOKKOS_GPU_SHAPE):

@@ -67,10 +67,6 @@ std::vector<std::string> KokkosBackend::not_supported_reasons(const Problem& p, 
                                                               const AttendOptions& options) const {
   std::vector<std::string> why = memory_reasons({&q, &k, &v, &o}, options.backend);
   if (options.qk_int8) why.push_back("the int8 QKᵀ mode (qk_int8) is not implemented in the Kokkos executor");
-  const bool pv_skip = options.pv_threshold < INFINITY ||
-                       std::any_of(options.pv_threshold_per_head.begin(), options.pv_threshold_per_head.end(),
-                                   [](float x) { return x < INFINITY; });
-  if (pv_skip) why.push_back("PV-skip (pv_threshold) is not implemented in the Kokkos executor");
   const std::int64_t blocks = (mask.shape.tile_q + kRowBlock - 1) / kRowBlock;
   if (p.batch * p.heads_q * mask.shape.num_q_tiles() * blocks > INT_MAX)
     why.push_back("more than 2^31 row blocks (batch · heads · query tiles)");

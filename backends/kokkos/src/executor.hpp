@@ -5,6 +5,8 @@
 // scores (dot_sequential_block) and of P·V, so that one scratch load serves four multiply-adds. Which keys a row sees,
 // the key list of a row's kept tiles and the empty-row rule are mask_policy's; the per-row softmax arithmetic is
 // OnlineSoftmax's (both in core/). fp32 accumulation for every input dtype; outputs rounded to O's dtype.
+// SpargeAttn's PV-skip as the reference runs it: one chunk per visited tile, 128-row blocks, votes by
+// mask_policy::pv_row_votes_skip over the scores of the tile against the running max.
 //
 // Not bit-identical to the reference (its QKᵀ and PV are Eigen GEMMs in chunks of 256 keys): outputs are compared
 // within the dtype's tolerance (DESIGN.md §5.4). Scalar fp32 on every space (Kokkos has no portable tensor-core
@@ -12,7 +14,9 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "kernel_args.hpp"
 #include "run.hpp"
@@ -61,16 +65,23 @@ struct FlashTeam {
   std::int32_t tile_q = 128, tile_k = 128;
   TeamShape shape{};
   int level = 0;  ///< scratch level (0: on-chip where it fits)
+  // SpargeAttn's PV-skip (AttendOptions; off when thresholds is null): one chunk per visited tile (shape.chunk ≥
+  // tile_k), row blocks of 128 rows (the vote groups of the reference's row blocks).
+  const float* thresholds = nullptr;  ///< per query head, base 2
+  int vote_rows = 0, exempt_last = 1;
+  std::int64_t* pv_skipped = nullptr;  ///< (vote group, tile) pairs skipped, summed over the league
 
   /// Bytes of team scratch (Q and K rows padded by one float against shared-memory bank conflicts).
   static std::size_t scratch_bytes(TeamShape t, std::int64_t d, std::int64_t dv) {
-    const std::int64_t floats = t.rows * (d + 1) + t.chunk * (d + 1) + t.chunk * dv + t.rows * t.chunk + t.rows * dv + 3 * t.rows;
+    const std::int64_t floats = t.rows * (d + 1) + t.chunk * (d + 1) + t.chunk * dv + t.rows * t.chunk + t.rows * dv + 4 * t.rows;
     return sizeof(float) * static_cast<std::size_t>(floats) + sizeof(std::int64_t) * static_cast<std::size_t>(t.chunk) +
-           8 * 64;  // alignment of the 9 pieces
+           10 * 64;  // alignment of the 10 pieces
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
     const int R = shape.rows, C = shape.chunk;
+    const bool pv_skip = thresholds != nullptr;
+    const int per_chunk = pv_skip ? tile_k : C;  // list positions per chunk: one tile with PV-skip
     // League index -> (b, hq, query tile t, row block of the tile).
     std::int64_t w = team.league_rank();
     const std::int64_t blk = w % blocks_per_tile;
@@ -107,6 +118,7 @@ struct FlashTeam {
     float* l = floats(R);
     float* alpha = floats(R);
     auto* keys = static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * C));
+    int* skip = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * R));  // PV-skip: row votes, then groups
 
     // Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used).
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * d), [&](std::int64_t x) {
@@ -122,10 +134,14 @@ struct FlashTeam {
 
     // Chunks of C positions of the row block's key list; positions past the list or the block's key end hold key −1
     // (a zero K/V row whose score every row masks).
-    for (std::int64_t c0 = 0; c0 < positions; c0 += C) {
+    const int visited = static_cast<int>(positions / tile_k);
+    const int skippable = pv_skip ? mask_policy::pv_skippable_tiles(visited, exempt_last) : 0;
+    const int vote = vote_rows > 0 ? vote_rows : rows;
+    std::int64_t skipped = 0;
+    for (std::int64_t c0 = 0; c0 < positions; c0 += per_chunk) {
       team.team_barrier();  // the previous chunk's P·V is done with ks, vs, ps
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-        keys[c] = mask_policy::key_at<std::int64_t>(kept, count, tile_k, c0 + c, limit);
+        keys[c] = c < per_chunk ? mask_policy::key_at<std::int64_t>(kept, count, tile_k, c0 + c, limit) : -1;
       });
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
@@ -154,7 +170,35 @@ struct FlashTeam {
         }
       });
       team.team_barrier();
+      // PV-skip (the first `skippable` tiles): a vote group skips the tile when every row in it votes to skip.
+      const bool may_skip = c0 / per_chunk < skippable;
+      if (may_skip) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+          float tile_max = -INFINITY;
+          for (int c = 0; c < C; ++c) tile_max = ps[r * C + c] > tile_max ? ps[r * C + c] : tile_max;
+          skip[r] = mask_policy::pv_row_votes_skip(tile_max, m[r], thresholds[h]) ? 1 : 0;
+        });
+        team.team_barrier();
+        std::int64_t groups_skipped = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, (rows + vote - 1) / vote),
+            [&](int g, std::int64_t& n) {
+              const int g0 = g * vote, g1 = g0 + vote < rows ? g0 + vote : rows;
+              int all = 1;
+              for (int r = g0; r < g1; ++r) all &= skip[r];
+              for (int r = g0; r < g1; ++r) skip[r] = all;  // the group's decision (its rows are this thread's alone)
+              n += all;
+            },
+            groups_skipped);
+        skipped += groups_skipped;
+        team.team_barrier();
+      }
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+        if (may_skip && skip[r] == 1) {  // skipped: state untouched, no weight in P·V
+          for (int c = 0; c < C; ++c) ps[r * C + c] = 0.0f;
+          alpha[r] = 1.0f;
+          return;
+        }
         SoftmaxState st{m[r], l[r]};
         alpha[r] = OnlineSoftmax::update(st, ps + r * C, C, ps + r * C);
         m[r] = st.m;
@@ -201,7 +245,10 @@ struct FlashTeam {
       const std::int64_t r = x / dv, e = x % dv;
       o.store(s.row(o, true, b, h, r0 + r) + e, acc[x]);
     });
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { empty_rows += empty; });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      empty_rows += empty;
+      if (pv_skip && skipped > 0) Kokkos::atomic_add(pv_skipped, skipped);
+    });
   }
 };
 
@@ -231,6 +278,20 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   f.tile_q = mask.shape.tile_q;
   f.tile_k = mask.shape.tile_k;
   f.shape = detail::team_shape<Exec>();
+  // PV-skip: per-head thresholds; a chunk per tile (tile_k rounded up to the register block), the reference's
+  // 128-row blocks so that every vote group lies in one team.
+  std::vector<float> thresholds(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
+  if (!options.pv_threshold_per_head.empty()) thresholds = options.pv_threshold_per_head;
+  const bool pv_skip = std::any_of(thresholds.begin(), thresholds.end(), [](float x) { return x < INFINITY; });
+  const auto thresholds_view = to_space<Exec>("spattn::pv_thresholds", thresholds.data(), thresholds.size());
+  Kokkos::View<std::int64_t, typename Exec::memory_space> pv_skipped(std::string("spattn::pv_skipped"));
+  if (pv_skip) {
+    f.shape = {kRowBlock, (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock};
+    f.thresholds = thresholds_view.data();
+    f.vote_rows = options.pv_vote_rows;
+    f.exempt_last = options.pv_exempt_last;
+    f.pv_skipped = pv_skipped.data();
+  }
   f.blocks_per_tile = (mask.shape.tile_q + f.shape.rows - 1) / f.shape.rows;
 
   const std::size_t bytes = Team::scratch_bytes(f.shape, p.head_dim, p.dim_v());
@@ -245,6 +306,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   AttendStats stats;
   stats.backend = "kokkos";
   stats.empty_rows = empty;
+  Kokkos::deep_copy(stats.pv_skipped, pv_skipped);
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t t = 0; t * mask.shape.tile_q < p.seqlen_q_of(b); ++t)
