@@ -20,12 +20,12 @@ case $mode in
   build)
     carry=${1:-.devbuild/kokkos}
     prefix=${KOKKOS_PREFIX:-/work/kokkos-cuda/install}
-    deps=${DEPS:-../shared/deps}
+    deps=$(realpath "${DEPS:-../shared/deps}")
     export PATH=/usr/local/cuda/bin:$PATH
     if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake ]]; then
       src=$(mktemp -d)
       tar xzf "$deps/kokkos-develop-2025-06-20.tar.gz" -C "$src"
-      (cd "$src/kokkos-develop-2025-06-20" && patch -p1 < "$(realpath "$deps")/kokkos-cuda13.patch" &&
+      (cd "$src/kokkos-develop-2025-06-20" && patch -p1 < "$deps/kokkos-cuda13.patch" &&
         NVCC_WRAPPER_DEFAULT_COMPILER=g++ cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=20 \
           -DCMAKE_CXX_COMPILER="$PWD/bin/nvcc_wrapper" -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON \
           -DKokkos_ARCH_HOPPER90=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" &&
