@@ -10,9 +10,10 @@
 #    the CUDA runtime is the GPU machine's).
 # 2. On the GPU machine, from the repository root, with CARRY_DIR carried along:
 #      bash backends/kokkos/device.sh run CARRY_DIR [LENGTHS...]   (default 32768)
-#    runs the conformance table on Kokkos::Cuda against the reference, then spattn_bench_e2e (WORKLOAD=llm: causal
-#    bf16, Hq = 32, Hkv = 8, D = 128): the hand-written arms and, in the same run, the Kokkos executor (dense and 11 %
-#    block masks) and the Kokkos SpargeAttn and BFLA estimators against the hand-written ones. Logs in $OUT.
+#    runs the conformance table on Kokkos::Cuda against the reference, then spattn_bench_e2e for WORKLOADS (default
+#    "llm video": causal bf16, Hq = 32, Hkv = 8, D = 128; non-causal, Hkv = 32): the hand-written arms and, in the same
+#    run, the Kokkos executor (dense and 11 % block masks) and each Kokkos estimator of the workload's arms (SpargeAttn,
+#    BFLA, AnchorAttention; FG-Attn on video; SALE only with KOKKOS_SALE=1) against the hand-written ones. Logs in $OUT.
 set -euo pipefail
 mode=${1:?usage: device.sh build [CARRY_DIR] | device.sh run CARRY_DIR [LENGTHS...]}
 shift
@@ -52,9 +53,11 @@ case $mode in
     "$dir/spattn_kokkos_gpu_tests" > "$out/kokkos_gpu_tests.log" 2>&1
     echo "== spattn_kokkos_gpu_tests exit status: $?"
     grep -E "MESSAGE|ERROR|test cases|assertions|Status" "$out/kokkos_gpu_tests.log" | sed 's/^.*MESSAGE: //' | tail -30
-    WORKLOAD=llm "$dir/spattn_bench_e2e" $lengths > "$out/kokkos_e2e_llm.md" 2>&1
-    echo "== spattn_bench_e2e (llm, Kokkos arms) exit status: $?"
-    cat "$out/kokkos_e2e_llm.md"
+    for workload in ${WORKLOADS:-llm video}; do
+      WORKLOAD=$workload "$dir/spattn_bench_e2e" $lengths > "$out/kokkos_e2e_$workload.md" 2>&1
+      echo "== spattn_bench_e2e ($workload, Kokkos arms) exit status: $?"
+      cat "$out/kokkos_e2e_$workload.md"
+    done
     ;;
   *)
     echo "device.sh: unknown mode '$mode' (build or run)" >&2
