@@ -58,16 +58,18 @@ std::int64_t mismatches(const HostTensor& got, const HostTensor& want, DType inp
   return bad;
 }
 
-/// The shared executor table (tests/conformance) on the CUDA backend; returns how many cases it covered. Cases
-/// outside the backend's coverage (f32 inputs, head dims 96/256, tile_q 48, …) are skipped with its reasons.
-int run_executor_table(const char* what) {
+/// The shared executor table (tests/conformance) on the CUDA backend, in one call per case or resumed (two calls:
+/// AttendOptions::state_out, then resume); returns how many cases it covered. Cases outside the backend's coverage
+/// (f32 inputs, head dims 96/256, tile_q 48, …) are skipped with its reasons.
+int run_executor_table(const char* what, bool resumed = false) {
   CudaMemory memory;
   int ran = 0, skipped = 0;
   for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
     const std::string case_name(c.name);
     CAPTURE(what);
+    CAPTURE(resumed);
     CAPTURE(case_name);
-    const conformance::ExecutorOutcome r = conformance::check_executor(c, "cuda", memory);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "cuda", memory, resumed);
     if (!r.not_supported.empty()) {
       ++skipped;
       continue;
@@ -79,12 +81,14 @@ int run_executor_table(const char* what) {
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  MESSAGE(std::string(what) << ": " << ran << " cases ran on the CUDA backend, " << skipped << " outside its coverage");
+  MESSAGE(std::string(what) << (resumed ? ", resumed" : "") << ": " << ran << " cases ran on the CUDA backend, "
+                             << skipped << " outside its coverage");
   return ran;
 }
 
 TEST_CASE("CUDA executor matches the reference over the shared conformance table") {
   CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)") >= 30);
+  CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)", true) >= 30);
 }
 
 // Masks with tile_q a multiple of 128 run the sm90 WGMMA kernel on an H100/H200; the table runs again with
@@ -93,12 +97,14 @@ TEST_CASE("CUDA executor matches the reference over the shared conformance table
 TEST_CASE("CUDA executor with the cp.async gather only (no TMA) matches the reference") {
   setenv("SPATTN_CUDA_NO_TMA", "1", 1);
   CHECK(run_executor_table("SPATTN_CUDA_NO_TMA=1") >= 30);
+  CHECK(run_executor_table("SPATTN_CUDA_NO_TMA=1", true) >= 30);
   unsetenv("SPATTN_CUDA_NO_TMA");
 }
 
 TEST_CASE("CUDA executor with the mma.sync kernel forced matches the reference") {
   setenv("SPATTN_CUDA_KERNEL", "sm80", 1);
   CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80") >= 30);
+  CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80", true) >= 30);
   unsetenv("SPATTN_CUDA_KERNEL");
 }
 
@@ -650,7 +656,7 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
     cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
     cuda_check(cudaGraphLaunch(exec, stream));
     cuda_check(cudaStreamSynchronize(stream));
-    const TileMask mask = plan.mask().download(stream);
+    const TileMask mask = plan.selection(stream);  // AnchorAttention: its anchor region and the stripes (resumed)
     const Estimate ref = estimate(cfg, w.problem, w.q.view(), w.k.view());
     REQUIRE(mask.shape == ref.mask.shape);
     const std::vector<std::uint8_t> a = mask.to_bitmap(), bref = ref.mask.to_bitmap();

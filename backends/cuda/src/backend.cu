@@ -147,8 +147,11 @@ FlashParams flash_params(const Problem& p, const TensorView& q, const TensorView
 
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                   const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
-                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv) {
+                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv,
+                  const DeviceRowStates& states) {
   FlashParams f = flash_params(p, q, k, v, dmask, o, lse, cu_q, cu_kv, empty_rows);
+  f.state = states.state_out;
+  f.resume = states.resume;
   const bool bf16 = p.dtype == DType::bf16;
   if (pv != nullptr) {
     if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128))
@@ -182,7 +185,7 @@ void state_pass_async(const Problem& p, const TensorView& q, const TensorView& k
 }
 
 ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
-    : problem_(p), lse_(options.lse), pv_on_(pv_skip_requested(options)) {
+    : problem_(p), lse_(options.lse), states_{options.state_out, options.resume}, pv_on_(pv_skip_requested(options)) {
   cu_q_.assign(p.cu_seqlens_q);
   cu_kv_.assign(p.cu_seqlens_kv);
   empty_rows_.allocate(1);
@@ -199,10 +202,13 @@ ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
 }
 
 void ExecutorState::enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
-                            const TensorView& o, cudaStream_t stream) {
+                            const TensorView& o, cudaStream_t stream, const SoftmaxState* resume) {
+  DeviceRowStates states = states_;
+  if (resume != nullptr) states.resume = resume;
   check(cudaMemsetAsync(empty_rows_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
   check(cudaMemsetAsync(skipped_.ptr, 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-  attend_async(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr, stream, pv_on_ ? &pv_ : nullptr);
+  attend_async(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr, stream, pv_on_ ? &pv_ : nullptr,
+               states);
 }
 
 AttendStats ExecutorState::stats(const TileMask& mask, cudaStream_t stream) const {

@@ -33,9 +33,12 @@ struct FlashParams {
   const void* v;
   void* o;
   float* lse;  // optional [B, Hq, Nq] natural-log LSE
-  // Statistics pass (launch_flash_sm80_state): per row (b·Hq + h)·Nq + i its base-2 online-softmax state (m, l)
-  // over the mask's keys, written instead of O (v, o unused). The anchor passes of SALE and AnchorAttention.
+  // Optional: per row (b·Hq + h)·Nq + i its final base-2 online-softmax state (m, l) (AttendOptions::state_out). The
+  // statistics pass (launch_flash_sm80_state) writes only this (no V, no O): the anchor passes of SALE and
+  // AnchorAttention.
   SoftmaxState* state;
+  // Optional: AttendOptions::resume — rows start from this state and l·O (the kernels: detail::resume_row).
+  const SoftmaxState* resume;
   std::int64_t q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, o_sb, o_sh, o_sn;
   int o_dtype;  // 0 f32, 1 f16, 2 bf16
   int batch, heads_q, heads_kv, seqlen_q, seqlen_kv;  // max lengths
