@@ -81,7 +81,7 @@ int run_executor_table(const char* what, bool resumed = false) {
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  MESSAGE(std::string(what) << (resumed ? ", resumed" : "") << ": " << ran << " cases ran on the CUDA backend, "
+  MESSAGE(std::string(what) + (resumed ? ", resumed" : "") << ": " << ran << " cases ran on the CUDA backend, "
                              << skipped << " outside its coverage");
   return ran;
 }
@@ -696,6 +696,9 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   anchor_attn::Config an;  // groups of 512 rows (128 × 4): three groups at N = 1200; θ low enough to decide
   an.step = 4;
   an.theta = 3.0f;
+  check_graph_replays(an, WorkloadKind::llm, false);  // the resumed executor on the sm90 kernel (512-row tiles)
+  an.block = 32;  // groups of 64 rows: the anchor region and the resumed executor on the mma.sync kernel
+  an.step = 2;
   check_graph_replays(an, WorkloadKind::llm, false);
   sale::Config sa;  // defaults: int4, τ = 0.004, 128 local keys; thresholds from the tensor-core statistics pass
   check_graph_replays(sa, WorkloadKind::llm, false);
