@@ -53,10 +53,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t* r, std::uint32_
 }
 
 /// Element offset of (row, col) in a [rows][D] smem tile whose 16-byte chunks are XOR-swizzled by row % 8,
-/// so the 8 rows an ldmatrix reads at one column land in 8 different bank groups.
+/// so the 8 rows an ldmatrix reads at one column land in 8 different bank groups. D = 96 (12 chunks): the first 8
+/// chunks by row % 8, the last 4 by row % 4 (a permutation inside each group, so the row stays in bounds).
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
-  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  static_assert(D % 64 == 0 || D == 96, "rows of a multiple of 8 chunks, or 12");
+  const int c = col >> 3;
+  if constexpr (D % 64 == 0) return row * D + ((c ^ (row & 7)) << 3) + (col & 7);
+  else return row * D + ((c < 8 ? c ^ (row & 7) : 8 + ((c - 8) ^ (row & 3))) << 3) + (col & 7);
 }
 
 /// Two fp32 values rounded (RNE) to T and packed into one 32-bit register, low half first.

@@ -5,12 +5,13 @@
 // (mma.sync, sm_80+) runs everything else. Both compute the same function; the conformance target
 // (tests/gpu) checks each against the reference.
 //
-// flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64 and
-// 128: each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
+// flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64, 96,
+// 128 and 256 (96 and 256 run only here: the sm90 kernel takes 64 and 128): each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
 // key tiles of its mask row as one ascending list of key positions, and processes them 64 at a time:
 // the 64 K and V rows are GATHERED by index into shared memory (cp.async, 16-byte copies, zero-fill past
 // the end), so every tile_k from 1 (stripes) to 128 runs the tensor cores on full 64-key chunks.
-// Tile shape: BM = 64 rows, BN = 64 keys, D in {64, 128}; K/V double-buffered; XOR-swizzled rows.
+// Tile shape: BM = 64 rows (128 for query tiles of 128k rows, D <= 128), BN = 64 keys, D in {64, 96, 128, 256} (D = 256:
+// 160 KB of shared memory per CTA); K/V double-buffered; XOR-swizzled rows.
 // Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight with Exp2Fast), fp32 state.
 // Query tiles of 16 or 32 rows: a 64-row CTA is a work item of 64/tile_q consecutive tiles in EXACT mode
 // (FG-Attn §3): it streams the union of their key tiles and each warp masks the keys its own tile did not

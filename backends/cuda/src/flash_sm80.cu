@@ -258,7 +258,7 @@ void launch(const FlashParams& params, cudaStream_t stream) {
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
   if (params.item_begin != nullptr) launch<T, D, 1, true>(params, stream);
-  else if (params.tile_q % 128 == 0) launch<T, D, 2, false>(params, stream);
+  else if (params.tile_q % 128 == 0 && D <= 128) launch<T, D, 2, false>(params, stream);  // D = 256: 64-row CTAs
   else launch<T, D, 1, false>(params, stream);
 }
 
@@ -274,8 +274,12 @@ template void launch_flash_sm80_state<__half, 128>(const FlashParams&, cudaStrea
 template void launch_flash_sm80_state<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80_state<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__half, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__half, 256>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__nv_bfloat16, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__nv_bfloat16, 256>(const FlashParams&, cudaStream_t);
 
 }  // namespace spattn::cuda
