@@ -15,13 +15,15 @@
 namespace spattn::test {
 namespace {
 
-TEST_CASE("Kokkos CUDA: executor table against the reference") {
+TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resumed: state_out + resume)") {
   CudaMemory memory;
   int ran = 0;
+  for (const bool resumed : {false, true})
   for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
     const std::string case_name(c.name);
     CAPTURE(case_name);
-    const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", memory);
+    CAPTURE(resumed);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", memory, resumed);
     REQUIRE(r.not_supported.empty());
     ++ran;
     CAPTURE(r.worst);
@@ -30,7 +32,7 @@ TEST_CASE("Kokkos CUDA: executor table against the reference") {
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
+  CHECK(ran == 2 * static_cast<int>(conformance::executor_cases().size()));
 }
 
 TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decision") {

@@ -5,6 +5,7 @@
 // scores (dot_sequential_block) and of P·V, so that one scratch load serves four multiply-adds. Which keys a row sees,
 // the key list of a row's kept tiles and the empty-row rule are mask_policy's; the per-row softmax arithmetic is
 // OnlineSoftmax's (both in core/). fp32 accumulation for every input dtype; outputs rounded to O's dtype.
+// AttendOptions::resume / state_out as the reference: rows start from a given state and l·O, and leave their final one.
 // SpargeAttn's PV-skip as the reference runs it: one chunk per visited tile, 128-row blocks, votes by
 // mask_policy::pv_row_votes_skip over the scores of the tile against the running max.
 //
@@ -59,6 +60,8 @@ struct FlashTeam {
   DeviceShape s;
   DeviceTensor q, k, v, o;
   float* lse = nullptr;  ///< [B, Hq, max Nq] natural-log LSE, or null
+  const SoftmaxState* resume = nullptr;  ///< AttendOptions::resume: rows start from (m, l) and l·O (same indexing)
+  SoftmaxState* state_out = nullptr;     ///< AttendOptions::state_out: each row's final (m, l)
   const std::int64_t* row_ptr = nullptr;
   const std::int32_t* tiles = nullptr;
   std::int64_t mask_heads = 1, q_tiles = 0, blocks_per_tile = 1;
@@ -125,9 +128,16 @@ struct FlashTeam {
       const std::int64_t r = x / d, e = x % d;
       qs[r * ld + e] = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
     });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * dv), [&](std::int64_t x) { acc[x] = 0.0f; });
+    // The empty state, or the resumed one: (m, l) and the accumulator l·O (O in its dtype; a row whose l is 0 starts
+    // empty and O is not read), as the reference.
+    const std::int64_t state_row0 = (b * s.heads_q + h) * s.seqlen_q + r0;  // lse's indexing
+    const auto resumed = [&](std::int64_t r) { return resume != nullptr && r < rows && resume[state_row0 + r].l != 0.0f; };
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * dv), [&](std::int64_t x) {
+      const std::int64_t r = x / dv;
+      acc[x] = resumed(r) ? o.load(s.row(o, true, b, h, r0 + r) + x % dv) * resume[state_row0 + r].l : 0.0f;
+    });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
-      const SoftmaxState init;
+      const SoftmaxState init = resumed(r) ? resume[state_row0 + r] : SoftmaxState{};
       m[r] = init.m;
       l[r] = init.l;
     });
@@ -237,7 +247,8 @@ struct FlashTeam {
           float* out = acc + r * dv;
           const float lse2 = OnlineSoftmax::finalize(st, out, static_cast<int>(dv), out);  // in place
           e += mask_policy::empty_row(st.l) ? 1 : 0;
-          if (lse != nullptr) lse[(b * s.heads_q + h) * s.seqlen_q + r0 + r] = lse2 * kLn2;
+          if (lse != nullptr) lse[state_row0 + r] = lse2 * kLn2;
+          if (state_out != nullptr) state_out[state_row0 + r] = st;
         },
         empty);
     team.team_barrier();
@@ -271,6 +282,8 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   f.v = DeviceTensor::of(v);
   f.o = DeviceTensor::of(o);
   f.lse = options.lse;
+  f.resume = options.resume;
+  f.state_out = options.state_out;
   f.row_ptr = row_ptr.data();
   f.tiles = tiles.data();
   f.mask_heads = mask.shape.mask_heads;
