@@ -6,8 +6,8 @@
 #    builds Kokkos 4.6 (the snapshot of ../shared/deps, CUDA 13 patch, Hopper, static libraries) into
 #    $KOKKOS_PREFIX (default /work/kokkos-cuda/install) unless it is there, then spattn with the Kokkos backend and
 #    the hand-written CUDA backend for sm_90a (build-kokkos-cuda/), and copies what the GPU machine needs into
-#    CARRY_DIR: spattn_kokkos_gpu_tests, spattn_bench_e2e (stripped) and libtbb.so.12 (Kokkos and spattn are static;
-#    the CUDA runtime is the GPU machine's).
+#    CARRY_DIR (about 30 MB): spattn_kokkos_gpu_tests, spattn_bench_e2e (stripped), libtbb.so.12 and libcudart.so.13
+#    (Kokkos and spattn are static libraries; the driver, libcuda.so.1, is the GPU machine's).
 # 2. On the GPU machine, from the repository root, with CARRY_DIR carried along:
 #      bash backends/kokkos/device.sh run CARRY_DIR [LENGTHS...]   (default 32768)
 #    runs the conformance table on Kokkos::Cuda against the reference, then spattn_bench_e2e for WORKLOADS (default
@@ -40,6 +40,7 @@ case $mode in
     cp build-kokkos-cuda/tests/spattn_kokkos_gpu_tests build-kokkos-cuda/bench/spattn_bench_e2e "$carry/"
     strip "$carry/spattn_kokkos_gpu_tests" "$carry/spattn_bench_e2e"
     cp -L "$(ldconfig -p | awk '/libtbb\.so\.12 /{print $NF; exit}')" "$carry/libtbb.so.12"
+    cp -L /usr/local/cuda/lib/libcudart.so.13 "$carry/"  # the runtime it was built with (the driver is the GPU machine's)
     ls -la "$carry"
     ;;
   run)
