@@ -64,7 +64,6 @@ std::vector<std::string> KokkosBackend::not_supported_reasons(const Problem& p, 
                                                               const TileMask& mask, const TensorView& o,
                                                               const AttendOptions& options) const {
   std::vector<std::string> why = memory_reasons({&q, &k, &v, &o}, options.backend);
-  if (options.qk_int8) why.push_back("the int8 QKᵀ mode (qk_int8) is not implemented in the Kokkos executor");
   const std::int64_t blocks = (mask.shape.tile_q + 63) / 64;  // row blocks of 64 rows on a GPU, 128 on the host
   if (p.batch * p.heads_q * mask.shape.num_q_tiles() * blocks > INT_MAX)
     why.push_back("more than 2^31 row blocks (batch · heads · query tiles)");

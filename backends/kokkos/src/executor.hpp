@@ -5,6 +5,7 @@
 // scores (dot_sequential_block) and of P·V, so that one scratch load serves four multiply-adds. Which keys a row sees,
 // the key list of a row's kept tiles and the empty-row rule are mask_policy's; the per-row softmax arithmetic is
 // OnlineSoftmax's (both in core/). fp32 accumulation for every input dtype; outputs rounded to O's dtype.
+// The int8 QKᵀ mode (qk_int8) as the reference: codes of Q and of the smoothed K (int8_quant.hpp, spattn/quant.hpp).
 // AttendOptions::resume / state_out as the reference: rows start from a given state and l·O, and leave their final one.
 // SpargeAttn's PV-skip as the reference runs it: one chunk per visited tile, 128-row blocks, votes by
 // mask_policy::pv_row_votes_skip over the scores of the tile against the running max.
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "int8_quant.hpp"
 #include "kernel_args.hpp"
 #include "run.hpp"
 #include "spattn/attend_options.hpp"
@@ -73,12 +75,17 @@ struct FlashTeam {
   const float* thresholds = nullptr;  ///< per query head, base 2
   int vote_rows = 0, exempt_last = 1;
   std::int64_t* pv_skipped = nullptr;  ///< (vote group, tile) pairs skipped, summed over the league
+  // The quantized mode (AttendOptions::qk_int8): int8 codes of Q and of the smoothed K, scores = integer products ·
+  // (scale·log2 e · (δ_q · δ_k)), P rounded to the input dtype before P·V.
+  bool int8 = false;
+  Int8Blocks quant;
 
   /// Bytes of team scratch (Q and K rows padded by one float against shared-memory bank conflicts).
   static std::size_t scratch_bytes(TeamShape t, std::int64_t d, std::int64_t dv) {
-    const std::int64_t floats = t.rows * (d + 1) + t.chunk * (d + 1) + t.chunk * dv + t.rows * t.chunk + t.rows * dv + 4 * t.rows;
+    const std::int64_t floats =
+        t.rows * (d + 1) + t.chunk * (d + 1) + t.chunk * dv + t.rows * t.chunk + t.rows * dv + 5 * t.rows + t.chunk;
     return sizeof(float) * static_cast<std::size_t>(floats) + sizeof(std::int64_t) * static_cast<std::size_t>(t.chunk) +
-           10 * 64;  // alignment of the 10 pieces
+           12 * 64;  // alignment of the 12 pieces
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
@@ -122,11 +129,21 @@ struct FlashTeam {
     float* alpha = floats(R);
     auto* keys = static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * C));
     int* skip = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * R));  // PV-skip: row votes, then groups
+    float* dq = floats(R);  // int8 mode: each row's and each key's dequantization scale
+    float* dk = floats(C);
+    const std::int64_t bh_kv = b * s.heads_kv + hkv;
 
     // Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used).
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * d), [&](std::int64_t x) {
       const std::int64_t r = x / d, e = x % d;
-      qs[r * ld + e] = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
+      const float value = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
+      if (!int8) {
+        qs[r * ld + e] = value;
+        return;
+      }
+      const float scale = r < rows ? quant.q_scale[(b * s.heads_q + h) * quant.q_blocks + (r0 + r) / quant.block_q] : 0.0f;
+      qs[r * ld + e] = static_cast<float>(int8_code(value, scale));
+      if (e == 0) dq[r] = scale;
     });
     // The empty state, or the resumed one: (m, l) and the accumulator l·O (O in its dtype; a row whose l is 0 starts
     // empty and O is not read), as the reference.
@@ -156,7 +173,14 @@ struct FlashTeam {
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
         const std::int64_t c = x / d, e = x % d, j = keys[c];
-        ks[c * ld + e] = j < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, j) + e);
+        const float value = j < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, j) + e);
+        if (!int8) {
+          ks[c * ld + e] = value;
+          return;
+        }
+        const float scale = j < 0 ? 0.0f : quant.k_scale[bh_kv * quant.k_blocks + j / quant.block_k];
+        ks[c * ld + e] = j < 0 ? 0.0f : static_cast<float>(int8_code(quant.smoothed(value, bh_kv, d, e), scale));
+        if (e == 0) dk[c] = scale;
       });
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * dv), [&](std::int64_t x) {
         const std::int64_t c = x / dv, e = x % dv, j = keys[c];
@@ -175,7 +199,9 @@ struct FlashTeam {
           const mask_policy::RowKeys<std::int64_t> row(r0 + r, nq, nkv, s.causal);
           for (int j = 0; j < kBlock; ++j) {
             const int c = cg + j * key_groups;
-            ps[r * C + c] = row.sees(keys[c]) ? dot[i][j] * s.scale_log2 : -INFINITY;
+            // int8: the integer product (exact in fp32) dequantized as the reference does.
+            const float score = int8 ? dot[i][j] * (s.scale_log2 * (dq[r] * dk[c])) : dot[i][j] * s.scale_log2;
+            ps[r * C + c] = row.sees(keys[c]) ? score : -INFINITY;
           }
         }
       });
@@ -213,6 +239,8 @@ struct FlashTeam {
         alpha[r] = OnlineSoftmax::update(st, ps + r * C, C, ps + r * C);
         m[r] = st.m;
         l[r] = st.l;
+        if (int8)  // P·V over P in the input dtype; the denominator kept the fp32 weights
+          for (int c = 0; c < C; ++c) ps[r * C + c] = round_to_dtype(ps[r * C + c], quant.dtype);
       });
       team.team_barrier();
       // acc = acc·α + P·V, 4 rows × 4 dims per thread (dims eg, eg + dv/4, …).
@@ -298,6 +326,12 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   const bool pv_skip = std::any_of(thresholds.begin(), thresholds.end(), [](float x) { return x < INFINITY; });
   const auto thresholds_view = to_space<Exec>("spattn::pv_thresholds", thresholds.data(), thresholds.size());
   Kokkos::View<std::int64_t, typename Exec::memory_space> pv_skipped(std::string("spattn::pv_skipped"));
+  Int8Prepared<Exec> int8;
+  if (options.qk_int8) {
+    int8 = prepare_int8<Exec>(p, f.s, f.q, f.k, options);
+    f.int8 = true;
+    f.quant = int8.blocks;
+  }
   if (pv_skip) {
     f.shape = {kRowBlock, (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock};
     f.thresholds = thresholds_view.data();
