@@ -10,6 +10,7 @@
 
 #include "common.hpp"
 #include "conformance/conformance.hpp"
+#include "kokkos_options.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
@@ -73,90 +74,14 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
     }
 }
 
-/// SpargeAttn's PV-skip on Kokkos against the reference: planted inputs whose skip decisions lie far from the
-/// threshold (every query carries 4·e0, keys 0..63 carry 10·e0: the first tile sets a max ≈ 57.7 in base 2 that the
-/// others sit ≈ 57 below), whole-block and 16-row votes, exempt tiles, a per-head threshold; random inputs elsewhere.
-/// Same skipped counts, outputs within fp32 tolerance.
-TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's") {
-  Problem p;
-  p.heads_q = 2;
-  p.seqlen_q = p.seqlen_kv = 512;
-  p.head_dim = 64;
-  p.causal = true;
-  p.scale = 1.0f;
-  HostTensor q(DType::f32, 1, 2, 512, 64), k(DType::f32, 1, 1, 512, 64), v(DType::f32, 1, 1, 512, 64);
-  fill_random(q, 0.05);
-  fill_random(k, 0.05);
-  fill_random(v);
-  for (std::int64_t h = 0; h < 2; ++h)
-    for (std::int64_t i = 0; i < 512; ++i) {
-      q.set(0, h, i, 0, 4.0f);
-      if (i % 128 < 16) q.set(0, h, i, 1, 4.0f);
-    }
-  for (std::int64_t j = 0; j < 64; ++j) k.set(0, 0, j, 0, 10.0f);
-  for (std::int64_t j = 192; j < 256; ++j) k.set(0, 0, j, 1, 10.0f);
-  p.heads_kv = 1;
-  for (const std::int32_t tile_k : {64, 30}) {
-    const TileMask mask = TileMask::dense(MaskShape::of(p, 128, tile_k));
-    for (const int vote : {0, 16, 64})
-      for (const int exempt : {1, 3}) {
-        CAPTURE(tile_k);
-        CAPTURE(vote);
-        CAPTURE(exempt);
-        AttendOptions opt;
-        opt.pv_threshold_per_head = {20.0f, 30.0f};
-        opt.pv_vote_rows = vote;
-        opt.pv_exempt_last = exempt;
-        HostTensor want(DType::f32, 1, 2, 512, 64), got(DType::f32, 1, 2, 512, 64);
-        got.poison();
-        opt.backend = "reference";
-        const AttendStats ref = attend(p, q.view(), k.view(), v.view(), mask, want.view(), opt);
-        opt.backend = "kokkos";
-        const AttendStats kk = attend(p, q.view(), k.view(), v.view(), mask, got.view(), opt);
-        CHECK(ref.pv_skipped > 0);
-        CHECK(kk.pv_skipped == ref.pv_skipped);
-        const std::vector<float> a = got.to_float(), b = want.to_float();
-        std::int64_t bad = 0;
-        for (std::size_t i = 0; i < a.size(); ++i) bad += std::fabs(a[i] - b[i]) <= 1e-4f * (1.0f + std::fabs(b[i])) ? 0 : 1;
-        CHECK(bad == 0);
-      }
-  }
+TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's (tests/kokkos_options.hpp)") {
+  auto memory = conformance::host_adapter();
+  check_pv_skip(*memory);
 }
 
-/// SpargeAttn's quantized compute mode (qk_int8) on Kokkos against the reference over the executor table (block sizes
-/// 128 × 64 and 32 × 16): the integer products and their scaling are the reference's bits, the rest within the dtype's
-/// tolerance (P rounded to the input dtype relative to running maxima that move at other keys).
-TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table") {
-  int ran = 0;
-  for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
-    for (const auto& [block_q, block_k] : {std::pair{128, 64}, std::pair{32, 16}}) {
-      const std::string case_name(c.name);
-      CAPTURE(case_name);
-      CAPTURE(block_q);
-      const conformance::ExecutorInputs in = conformance::make_inputs(c);
-      const Problem& p = in.problem;
-      HostTensor want(c.out, in.q.batch(), c.hq, in.q.seqlen(), p.dim_v(), in.q.layout()), got = want;
-      got.poison();
-      AttendOptions opt;
-      opt.qk_int8 = true;
-      opt.quant_block_q = block_q;
-      opt.quant_block_k = block_k;
-      opt.backend = "reference";
-      const AttendStats ref = attend(p, in.q.view(), in.k.view(), in.v.view(), in.mask, want.view(), opt);
-      opt.backend = "kokkos";
-      const AttendStats kk = attend(p, in.q.view(), in.k.view(), in.v.view(), in.mask, got.view(), opt);
-      CHECK(kk.empty_rows == ref.empty_rows);
-      const double tol = (c.dtype == DType::bf16 ? 2e-2 : c.dtype == DType::f16 ? 3e-3 : 2e-5) +
-                         (c.out == DType::bf16 ? 8e-3 : c.out == DType::f16 ? 1e-3 : 0.0);
-      const std::vector<float> a = got.to_float(), b = want.to_float();
-      std::int64_t bad = 0;
-      for (std::size_t i = 0; i < a.size(); ++i)
-        bad += std::fabs(double(a[i]) - double(b[i])) <= tol * (1.0 + std::fabs(double(b[i]))) ? 0 : 1;
-      CHECK(bad == 0);
-      ++ran;
-    }
-  }
-  CHECK(ran == 2 * static_cast<int>(conformance::executor_cases().size()));
+TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table (tests/kokkos_options.hpp)") {
+  auto memory = conformance::host_adapter();
+  check_int8(*memory);
 }
 
 /// The executor table on the host with the GPU's team shape (64-row blocks, 32-key chunks; SPATTN_KOKKOS_GPU_SHAPE):

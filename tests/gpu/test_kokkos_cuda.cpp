@@ -10,6 +10,7 @@
 
 #include "../common.hpp"
 #include "../conformance/conformance.hpp"
+#include "../kokkos_options.hpp"
 #include "cuda_memory.hpp"
 
 namespace spattn::test {
@@ -33,6 +34,16 @@ TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resume
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
   CHECK(ran == 2 * static_cast<int>(conformance::executor_cases().size()));
+}
+
+TEST_CASE("Kokkos CUDA: PV-skip decisions and outputs as the reference's") {
+  CudaMemory memory;
+  check_pv_skip(memory);
+}
+
+TEST_CASE("Kokkos CUDA: the int8 QKᵀ mode against the reference over the executor table") {
+  CudaMemory memory;
+  check_int8(memory);
 }
 
 TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decision") {
