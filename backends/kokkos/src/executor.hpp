@@ -38,21 +38,48 @@ AttendStats attend_on(const Problem& problem, const TensorView& q, const TensorV
 
 namespace detail {
 
-/// Rows per team and keys per chunk: the reference's row blocks of 128 rows on a host space; 64 rows and 32 keys on a
-/// GPU, so that two teams' scratch fits one SM (D = 128: 107 KB each). Both multiples of kBlock.
-struct TeamShape {
-  int rows, chunk;
-};
-inline constexpr TeamShape kHostShape{kRowBlock, 64}, kGpuShape{64, 32};
-/// The space's team shape. SPATTN_KOKKOS_GPU_SHAPE=1 gives a host space the GPU's (tests: the GPU's row blocks and
-/// chunks, with their partial register blocks, checked on the CPU).
-template <class Exec>
-TeamShape team_shape() {
-  if (team_size<Exec>() != 1) return kGpuShape;
-  const char* env = std::getenv("SPATTN_KOKKOS_GPU_SHAPE");
-  return env != nullptr && env[0] == '1' ? kGpuShape : kHostShape;
-}
 inline constexpr int kBlock = 4;  ///< register block: a thread computes 4 × 4 scores or 4 rows × 4 dims of P·V
+
+/// Rows per team, keys per chunk, and where their scratch lives. Team scratch holds two parts: the chunk's (K and V
+/// rows, scores: read many times per step) and the rows' (Q rows, accumulators, softmax states). Both on level 0
+/// where they fit (a host space: always); on a GPU, whose level 0 Kokkos caps at the 48 KB of static shared memory,
+/// the chunk part on level 0 with the largest chunk that fits and the rows' part on level 1 (global memory, cached).
+struct TeamShape {
+  int rows = kRowBlock, chunk = 64;
+  int chunk_level = 0, row_level = 0;
+
+  /// Scratch bytes of each part (Q and K rows padded by one float against shared-memory bank conflicts).
+  std::size_t chunk_bytes(std::int64_t d, std::int64_t dv) const {
+    const std::int64_t floats = chunk * (d + 1) + chunk * dv + rows * chunk + chunk;  // ks, vs, ps, dk
+    return sizeof(float) * static_cast<std::size_t>(floats) + sizeof(std::int64_t) * static_cast<std::size_t>(chunk) +
+           5 * 64;  // + keys; alignment of the 5 pieces
+  }
+  std::size_t row_bytes(std::int64_t d, std::int64_t dv) const {
+    const std::int64_t floats = rows * (d + 1) + rows * dv + 5 * rows;  // qs, acc, m, l, alpha, dq, skip
+    return sizeof(float) * static_cast<std::size_t>(floats) + 7 * 64;
+  }
+};
+
+/// The team shape on Exec: the reference's 128-row blocks and 64-key chunks on a host space; 64-row blocks on a GPU
+/// with the largest chunk (≤ 64 keys) whose part fits level 0. PV-skip: 128-row blocks (its vote groups) and a chunk
+/// per key tile (`fixed_chunk`, tile_k rounded up to the register block); where that part does not fit level 0, both
+/// parts go to level 1. SPATTN_KOKKOS_GPU_SHAPE=1 gives a host space the GPU's shape with a level-0 budget of 40 KB
+/// (tests: the GPU's row blocks, chunks and scratch split, checked on the CPU).
+template <class Exec>
+TeamShape team_shape(std::int64_t d, std::int64_t dv, int fixed_chunk) {
+  const char* env = std::getenv("SPATTN_KOKKOS_GPU_SHAPE");
+  const bool gpu = team_size<Exec>() != 1 || (env != nullptr && env[0] == '1');
+  const std::size_t max0 = team_size<Exec>() != 1 ? static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0))
+                                                  : gpu ? std::size_t{40} << 10 : ~std::size_t{0};
+  TeamShape t;
+  t.rows = gpu && fixed_chunk == 0 ? 64 : kRowBlock;
+  t.chunk = fixed_chunk > 0 ? fixed_chunk : 64;
+  while (fixed_chunk == 0 && t.chunk > kBlock && t.chunk_bytes(d, dv) > max0) t.chunk -= kBlock;
+  const std::size_t c = t.chunk_bytes(d, dv), r = t.row_bytes(d, dv);
+  t.chunk_level = c <= max0 ? 0 : 1;
+  t.row_level = t.chunk_level == 0 && c + r <= max0 ? 0 : 1;
+  return t;
+}
 
 template <class Exec>
 struct FlashTeam {
@@ -69,7 +96,6 @@ struct FlashTeam {
   std::int64_t mask_heads = 1, q_tiles = 0, blocks_per_tile = 1;
   std::int32_t tile_q = 128, tile_k = 128;
   TeamShape shape{};
-  int level = 0;  ///< scratch level (0: on-chip where it fits)
   // SpargeAttn's PV-skip (AttendOptions; off when thresholds is null): one chunk per visited tile (shape.chunk ≥
   // tile_k), row blocks of 128 rows (the vote groups of the reference's row blocks).
   const float* thresholds = nullptr;  ///< per query head, base 2
@@ -79,14 +105,6 @@ struct FlashTeam {
   // (scale·log2 e · (δ_q · δ_k)), P rounded to the input dtype before P·V.
   bool int8 = false;
   Int8Blocks quant;
-
-  /// Bytes of team scratch (Q and K rows padded by one float against shared-memory bank conflicts).
-  static std::size_t scratch_bytes(TeamShape t, std::int64_t d, std::int64_t dv) {
-    const std::int64_t floats =
-        t.rows * (d + 1) + t.chunk * (d + 1) + t.chunk * dv + t.rows * t.chunk + t.rows * dv + 5 * t.rows + t.chunk;
-    return sizeof(float) * static_cast<std::size_t>(floats) + sizeof(std::int64_t) * static_cast<std::size_t>(t.chunk) +
-           12 * 64;  // alignment of the 12 pieces
-  }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
     const int R = shape.rows, C = shape.chunk;
@@ -116,21 +134,22 @@ struct FlashTeam {
         mask_policy::visited_tiles<std::int64_t>(kept, count, tile_k, limit) * static_cast<std::int64_t>(tile_k);
     const std::int64_t d = s.d, dv = s.dv, ld = d + 1;
 
-    const auto floats = [&](std::int64_t n) {
+    const auto floats = [&](int level, std::int64_t n) {
       return static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * static_cast<std::size_t>(n)));
     };
-    float* qs = floats(R * ld);
-    float* ks = floats(C * ld);
-    float* vs = floats(C * dv);
-    float* ps = floats(R * C);
-    float* acc = floats(R * dv);
-    float* m = floats(R);
-    float* l = floats(R);
-    float* alpha = floats(R);
-    auto* keys = static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * C));
-    int* skip = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * R));  // PV-skip: row votes, then groups
-    float* dq = floats(R);  // int8 mode: each row's and each key's dequantization scale
-    float* dk = floats(C);
+    const int cl = shape.chunk_level, rl = shape.row_level;
+    float* ks = floats(cl, C * ld);
+    float* vs = floats(cl, C * dv);
+    float* ps = floats(cl, R * C);
+    float* dk = floats(cl, C);  // int8 mode: each key's and each row's dequantization scale
+    auto* keys = static_cast<std::int64_t*>(team.team_scratch(cl).get_shmem(sizeof(std::int64_t) * C));
+    float* qs = floats(rl, R * ld);
+    float* acc = floats(rl, R * dv);
+    float* m = floats(rl, R);
+    float* l = floats(rl, R);
+    float* alpha = floats(rl, R);
+    float* dq = floats(rl, R);
+    int* skip = static_cast<int*>(team.team_scratch(rl).get_shmem(sizeof(int) * R));  // PV-skip: row votes, then groups
     const std::int64_t bh_kv = b * s.heads_kv + hkv;
 
     // Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used).
@@ -318,7 +337,6 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   f.q_tiles = mask.shape.num_q_tiles();
   f.tile_q = mask.shape.tile_q;
   f.tile_k = mask.shape.tile_k;
-  f.shape = detail::team_shape<Exec>();
   // PV-skip: per-head thresholds; a chunk per tile (tile_k rounded up to the register block), the reference's
   // 128-row blocks so that every vote group lies in one team.
   std::vector<float> thresholds(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
@@ -332,8 +350,9 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
     f.int8 = true;
     f.quant = int8.blocks;
   }
+  const int pv_chunk = pv_skip ? (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock : 0;
+  f.shape = detail::team_shape<Exec>(p.head_dim, p.dim_v(), pv_chunk);
   if (pv_skip) {
-    f.shape = {kRowBlock, (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock};
     f.thresholds = thresholds_view.data();
     f.vote_rows = options.pv_vote_rows;
     f.exempt_last = options.pv_exempt_last;
@@ -341,13 +360,15 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   }
   f.blocks_per_tile = (mask.shape.tile_q + f.shape.rows - 1) / f.shape.rows;
 
-  const std::size_t bytes = Team::scratch_bytes(f.shape, p.head_dim, p.dim_v());
-  f.level = scratch_level<Exec>(bytes);
   const std::int64_t league = p.batch * p.heads_q * f.q_tiles * f.blocks_per_tile;
   typename Team::Policy policy(static_cast<int>(league), team_size<Exec>());
+  std::size_t bytes[2] = {0, 0};
+  bytes[f.shape.chunk_level] += f.shape.chunk_bytes(p.head_dim, p.dim_v());
+  bytes[f.shape.row_level] += f.shape.row_bytes(p.head_dim, p.dim_v());
+  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(bytes[0])));
+  if (bytes[1] > 0) policy.set_scratch_size(1, Kokkos::PerTeam(static_cast<int>(bytes[1])));
   std::int64_t empty = 0;
-  Kokkos::parallel_reduce("spattn::kokkos::attend", policy.set_scratch_size(f.level, Kokkos::PerTeam(static_cast<int>(bytes))), f,
-                          empty);
+  Kokkos::parallel_reduce("spattn::kokkos::attend", policy, f, empty);
   Exec().fence();
 
   AttendStats stats;
