@@ -45,7 +45,10 @@ def _library(x):
 def _device(x, name):
     if not hasattr(x, "__dlpack_device__"):
         raise Error(f"{name}: expected an array with __dlpack__ (NumPy, torch, CuPy, JAX), got {type(x).__name__}")
-    return tuple(x.__dlpack_device__())
+    try:
+        return tuple(x.__dlpack_device__())
+    except Exception as e:  # e.g. torch's "meta" tensors
+        raise Error(f"{name}: __dlpack_device__ failed: {e}") from e
 
 
 def _empty_out(q, v, layout):

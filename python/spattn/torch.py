@@ -87,14 +87,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 @contextlib.contextmanager
 def patched(*, method="sparge", **config):
     """Within the block, torch.nn.functional.scaled_dot_product_attention is spattn's (with `method` and config)."""
-    original = torch.nn.functional.scaled_dot_product_attention
+    functional = torch.nn.functional
+    original = getattr(functional, "scaled_dot_product_attention", None)  # PyTorch < 2.0 has none
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         return scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                                             method=method, **config)
 
-    torch.nn.functional.scaled_dot_product_attention = sdpa
+    functional.scaled_dot_product_attention = sdpa
     try:
         yield
     finally:
-        torch.nn.functional.scaled_dot_product_attention = original
+        if original is None:
+            del functional.scaled_dot_product_attention
+        else:
+            functional.scaled_dot_product_attention = original
