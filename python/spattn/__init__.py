@@ -172,12 +172,16 @@ class Plan:
             self._plan = _spattn.Plan(method, q, k, v, causal, scale, layout, config)
 
     def run(self, q, k, v, out=None, *, stream=None):
-        """Enqueues the method on `stream` (default: q's library's current stream) and returns out."""
+        """Enqueues the method on `stream` (a cudaStream_t as int; default: the current stream of q's library, whose
+        pending work needs no synchronisation then) and returns out. Nothing waits for it."""
         if out is None:
             out = _empty_out(q, v, self._layout)
-        stream = _current_stream(q) if stream is None else stream
+        if stream is None:
+            stream, dlpack_stream = _current_stream(q), -1
+        else:
+            dlpack_stream = stream or _LEGACY_DEFAULT_STREAM
         with _on_device_of(q):
-            self._plan.run(q, k, v, out, stream)
+            self._plan.run(q, k, v, out, stream, dlpack_stream)
         return out
 
     def mask(self, stream=None):

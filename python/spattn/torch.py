@@ -9,7 +9,13 @@
 The op ``torch.ops.spattn.sparse_attention`` (PyTorch >= 2.4, torch.library.custom_op) has a fake implementation,
 so torch.compile traces through it without a graph break. With an older PyTorch the same function runs eagerly
 (``HAS_CUSTOM_OP`` is False). Forward only: there is no backward.
+
+On CUDA tensors the op runs a cached spattn.Plan (one per method, options and shape; the last 16 kept) on the
+current stream: asynchronous like any torch op, and capturable in a CUDA graph after a first (warm-up) call. A
+method the GPU pipeline does not cover runs through spattn.sparse_attention instead (synchronous: the library's
+dispatcher picks the backend, or says why none covers the call).
 """
+import collections
 import contextlib
 import json
 
@@ -24,9 +30,32 @@ def _out_like(q, v):
     return q.new_empty(tuple(q.shape[:3]) + (v.shape[3],))
 
 
+_PLANS = collections.OrderedDict()  # (method, options, shapes, ...) -> spattn.Plan, or None: not covered
+_MAX_PLANS = 16
+
+
+def _plan(q, k, v, method, causal, scale, config):
+    key = (method, config, causal, scale, tuple(q.shape), tuple(k.shape), tuple(v.shape), q.dtype, q.device.index)
+    if key in _PLANS:
+        _PLANS.move_to_end(key)
+        return _PLANS[key]
+    try:
+        plan = spattn.Plan(q, k, v, method=method, causal=causal, scale=scale, **json.loads(config))
+    except spattn.Error:
+        plan = None  # e.g. a method without a GPU estimator: the dispatcher's path (which explains what it cannot do)
+    _PLANS[key] = plan
+    if len(_PLANS) > _MAX_PLANS:
+        _PLANS.popitem(last=False)
+    return plan
+
+
 def _run(q, k, v, method, causal, scale, config):
     out = _out_like(q, v)
-    spattn.sparse_attention(q, k, v, method=method, causal=causal, scale=scale, out=out, **json.loads(config))
+    plan = _plan(q, k, v, method, causal, scale, config) if q.is_cuda and spattn.has_cuda else None
+    if plan is not None:
+        plan.run(q, k, v, out)
+    else:
+        spattn.sparse_attention(q, k, v, method=method, causal=causal, scale=scale, out=out, **json.loads(config))
     return out
 
 

@@ -214,8 +214,11 @@ class PyPlan {
                                          problem_);
   }
 
-  void run(py::handle q_obj, py::handle k_obj, py::handle v_obj, py::handle out_obj, std::int64_t stream) {
-    const Call call{call_.layout, stream};
+  /// Enqueues on `stream`; `dlpack_stream` is what the arrays' producer is told (-1: no synchronisation, for arrays
+  /// whose pending work is already on `stream`, the producer's current stream).
+  void run(py::handle q_obj, py::handle k_obj, py::handle v_obj, py::handle out_obj, std::int64_t stream,
+           std::int64_t dlpack_stream) {
+    const Call call{call_.layout, dlpack_stream};
     const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call),
                        v = import_array(v_obj, "v", call), o = import_array(out_obj, "out", call);
     const std::array<const DlpackTensor*, 3> given{&q, &k, &v};
@@ -417,7 +420,8 @@ PYBIND11_MODULE(_spattn, m) {
                     const std::string&, const py::dict&>(),
            py::arg("method"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("scale"),
            py::arg("layout"), py::arg("config"))
-      .def("run", &PyPlan::run, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("stream"))
+      .def("run", &PyPlan::run, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"), py::arg("stream"),
+           py::arg("dlpack_stream"))
       .def("mask", &PyPlan::mask, py::arg("stream"))
       .def_property_readonly("workspace_bytes", &PyPlan::workspace_bytes);
 #else
