@@ -1,7 +1,6 @@
 """TileMask's exports for PyTorch FlexAttention and FlashInfer, on top of the library's own conversions
 (TileMask::to_flex_block_mask, TileMask::to_bsr in core/src/mask_export.cpp)."""
 import inspect
-import sys
 
 from ._spattn import Error
 
