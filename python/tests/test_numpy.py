@@ -66,7 +66,7 @@ def test_strided_views_give_the_same_bits(rng):
     view = big[:, ::2, :, :64]
     assert not view.flags.c_contiguous
     assert np.array_equal(spattn.attend(view, k, v, mask, causal=True), contiguous)
-    assert np.array_equal(spattn.estimate("fgattn", view, k, causal=True, tile_q=32, tile_k=32, top_p=0.8), mask)
+    assert spattn.estimate("fgattn", view, k, causal=True, tile_q=32, tile_k=32, top_p=0.8) == mask
 
 
 def test_out_is_written_in_place_through_its_strides(rng):
