@@ -29,12 +29,30 @@ def flex_block_mask_tensors(self, heads_q=None, device="cpu"):
     return tensors
 
 
+def flex_mask_mod(self, heads_q=None, device="cpu"):
+    """The FlexAttention mask_mod(b, h, q_idx, kv_idx) of the mask (see to_flex_block_mask)."""
+    torch = _torch()
+    kept = torch.from_numpy(self.to_bitmap()).to(device=device, dtype=torch.bool)
+    if heads_q is not None and heads_q != self.mask_heads:
+        if heads_q % self.mask_heads != 0:
+            raise Error(f"heads_q: {heads_q} is not a multiple of the mask's {self.mask_heads} heads")
+        kept = kept.repeat_interleave(heads_q // self.mask_heads, dim=1)
+    tile_q, tile_k, causal, offset = self.tile_q, self.tile_k, self.causal, self.seqlen_kv - self.seqlen_q
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        visible = kept[b, h, q_idx // tile_q, kv_idx // tile_k]
+        return visible & (kv_idx <= q_idx + offset) if causal else visible
+
+    return mask_mod
+
+
 def to_flex_block_mask(self, heads_q=None, device="cpu"):
     """A torch.nn.attention.flex_attention.BlockMask with the mask's tiles as BLOCK_SIZE (tile_q, tile_k).
 
-    The partial tiles take FlexAttention's form of spattn's causal rule as mask_mod (key j visible to query row i
-    when j <= i + Nkv - Nq: bottom-right aligned); non-causal masks need none. Variable-length masks are not
-    exported (FlexAttention has no per-sequence lengths here)."""
+    FlexAttention defines a mask by its mask_mod and uses the block lists to skip work, so the mask_mod here is the
+    whole mask: key j is visible to query row i when its tile is kept for i's tile (the bitmap, on `device`) and, if
+    causal, j <= i + Nkv - Nq (spattn's bottom-right rule). Full tiles (every pair visible) skip it. H is the mask's
+    heads, or heads_q when given. Variable-length masks are not exported."""
     torch = _torch()
     try:
         from torch.nn.attention.flex_attention import BlockMask
@@ -45,15 +63,8 @@ def to_flex_block_mask(self, heads_q=None, device="cpu"):
     if self.seqlens_q or self.seqlens_kv:
         raise Error("to_flex_block_mask: variable-length masks are not exported")
     t = flex_block_mask_tensors(self, heads_q, device)
-    mask_mod = None
-    if self.causal:
-        offset = self.seqlen_kv - self.seqlen_q
-
-        def mask_mod(b, h, q_idx, kv_idx):
-            return kv_idx <= q_idx + offset
-
     kwargs = dict(full_kv_num_blocks=t["full_kv_num_blocks"], full_kv_indices=t["full_kv_indices"],
-                  BLOCK_SIZE=(self.tile_q, self.tile_k), mask_mod=mask_mod)
+                  BLOCK_SIZE=(self.tile_q, self.tile_k), mask_mod=flex_mask_mod(self, heads_q, device))
     if "seq_lengths" in inspect.signature(BlockMask.from_kv_blocks).parameters:
         kwargs["seq_lengths"] = (self.seqlen_q, self.seqlen_kv)
     return BlockMask.from_kv_blocks(t["kv_num_blocks"], t["kv_indices"], **kwargs)
@@ -70,5 +81,6 @@ def to_flashinfer_bsr(self):
 
 def _install(cls):
     cls.flex_block_mask_tensors = flex_block_mask_tensors
+    cls.flex_mask_mod = flex_mask_mod
     cls.to_flex_block_mask = to_flex_block_mask
     cls.to_flashinfer_bsr = to_flashinfer_bsr

@@ -132,6 +132,12 @@ def test_flex_block_mask(rng):
             full = t["full_kv_indices"][0, h, r, : t["full_kv_num_blocks"][0, h, r]].tolist()
             assert sorted(partial + full) == torch.nonzero(bits[0, h, r]).flatten().tolist()
             assert all((c + 1) * 32 - 1 <= r * 32 and (r + 1) * 32 <= 200 for c in full)
+    # The mask_mod is the mask itself: evaluated on every (h, i, j) it is the oracle's visibility.
+    mask_mod = mask.flex_mask_mod(heads_q=4)
+    b, h, i, j = (torch.arange(n).view(*[-1 if d == axis else 1 for d in range(4)])
+                  for axis, n in enumerate((1, 4, 200, 200)))
+    expected = bits.bool().repeat_interleave(32, dim=2)[:, :, :200].repeat_interleave(32, dim=3)[..., :200] & (j <= i)
+    assert torch.equal(mask_mod(b, h, i, j), expected)
     try:
         from torch.nn.attention.flex_attention import BlockMask
     except ImportError:
