@@ -76,9 +76,21 @@ else:
     sparse_attention_op = None
 
 
+def _config_json(config):
+    return json.dumps(config, sort_keys=True)
+
+
+# torch.compile evaluates the options' JSON while tracing (a constant of the call site) instead of breaking the graph
+# on the C encoder.
+_assume_constant = getattr(getattr(torch, "compiler", None), "assume_constant_result", None) or getattr(
+    getattr(torch, "_dynamo", None), "assume_constant_result", None)
+if _assume_constant is not None:
+    _config_json = _assume_constant(_config_json)
+
+
 def sparse_attention(q, k, v, *, method, causal=False, scale=None, **config):
     """spattn.sparse_attention on torch tensors [B, H, N, D] through the custom op (eagerly without one)."""
-    config_json = json.dumps(config, sort_keys=True)
+    config_json = _config_json(config)
     if HAS_CUSTOM_OP:
         return torch.ops.spattn.sparse_attention(q, k, v, method, causal, scale, config_json)
     return _run(q, k, v, method, causal, scale, config_json)
