@@ -13,8 +13,9 @@ DlpackTensor import_array(py::handle object, const char* name, const Call& call)
 }
 
 void require_same_device(const DlpackTensor& t, const char* name, const DlpackTensor& q) {
-  require(t.device_type == q.device_type && t.device_id == q.device_id, name, ": on DLPack device (", t.device_type,
-          ", ", t.device_id, "), q on (", q.device_type, ", ", q.device_id, "): every array must be on one device");
+  require(t.device_type == q.device_type && t.device_id == q.device_id, name,
+          ": on DLPack device (", t.device_type, ", ", t.device_id, "), q on (", q.device_type,
+          ", ", q.device_id, "): every array must be on one device");
 }
 
 Problem problem_of(const DlpackTensor& q, const DlpackTensor& k, const DlpackTensor* v, bool causal,
@@ -31,11 +32,12 @@ Problem problem_of(const DlpackTensor& q, const DlpackTensor& k, const DlpackTen
   p.dtype = q.view.dtype;
   require_same_device(k, "k", q);
   require(k.shape[0] == p.batch && k.shape[3] == p.head_dim, "k: shape ", shape_string(k.shape),
-          " does not fit q ", shape_string(q.shape), " (k must be [B, Hkv, Nkv, D] with q's B and D)");
+          " does not fit q ", shape_string(q.shape),
+          " (k must be [B, Hkv, Nkv, D] with q's B and D)");
   if (v != nullptr) {
     require_same_device(*v, "v", q);
-    require(v->shape[0] == p.batch && v->shape[1] == p.heads_kv && v->shape[2] == p.seqlen_kv, "v: shape ",
-            shape_string(v->shape), " does not fit k ", shape_string(k.shape),
+    require(v->shape[0] == p.batch && v->shape[1] == p.heads_kv && v->shape[2] == p.seqlen_kv,
+            "v: shape ", shape_string(v->shape), " does not fit k ", shape_string(k.shape),
             " (v must be [B, Hkv, Nkv, Dv] with k's B, Hkv and Nkv)");
     p.head_dim_v = v->shape[3];
   }

@@ -1,5 +1,6 @@
-// The arrays of one call: how they are read (layout, DLPack stream) and the Problem their shapes describe. TensorView
-// carries no extents, so the agreement of the arrays' shapes is checked here; everything else by Problem::validate.
+// The arrays of one call: how they are read (layout, DLPack stream) and the Problem their shapes
+// describe. TensorView carries no extents, so the agreement of the arrays' shapes is checked here;
+// everything else by Problem::validate.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -15,7 +16,8 @@ namespace spattn::python {
 
 struct Call {
   std::string layout = "bhnd";
-  std::int64_t stream = 1;  ///< DLPack stream of CUDA arrays (1: the legacy default stream the public API runs on)
+  std::int64_t stream =
+      1;  ///< DLPack stream of CUDA arrays (1: the legacy default stream the public API runs on)
 };
 
 DlpackTensor import_array(pybind11::handle object, const char* name, const Call& call);

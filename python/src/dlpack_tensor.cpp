@@ -2,8 +2,9 @@
 
 #include <sstream>
 
-// The DLPack header: Debian's libdlpack-dev (dlpack/dlpack.h), or where that is not installed the copy PyTorch
-// installs with itself (python/CMakeLists.txt picks; only the header is used, nothing of torch is linked).
+// The DLPack header: Debian's libdlpack-dev (dlpack/dlpack.h), or where that is not installed the
+// copy PyTorch installs with itself (python/CMakeLists.txt picks; only the header is used, nothing
+// of torch is linked).
 #if defined(SPATTN_DLPACK_FROM_ATEN)
 #include <ATen/dlpack.h>
 #else
@@ -51,14 +52,17 @@ std::pair<int, int> dlpack_device(py::handle object, const char* name) {
   }
 }
 
-DlpackTensor import_dlpack(py::handle object, const char* name, const std::string& layout, std::int64_t stream) {
-  require(layout == "bhnd" || layout == "bnhd", "layout: expected 'bhnd' or 'bnhd', got '", layout, "'");
+DlpackTensor import_dlpack(py::handle object, const char* name, const std::string& layout,
+                           std::int64_t stream) {
+  require(layout == "bhnd" || layout == "bnhd", "layout: expected 'bhnd' or 'bnhd', got '", layout,
+          "'");
   DlpackTensor t;
   std::tie(t.device_type, t.device_id) = dlpack_device(object, name);
-  require(t.device_type == kDLCPU || t.device_type == kDLCUDA, name, ": DLPack device type ", t.device_type,
-          " is not supported (CPU = 1 or CUDA = 2)");
+  require(t.device_type == kDLCPU || t.device_type == kDLCUDA, name, ": DLPack device type ",
+          t.device_type, " is not supported (CPU = 1 or CUDA = 2)");
   try {
-    // DLPack: a host array takes no stream; a CUDA producer makes its pending work visible on the consumer's stream.
+    // DLPack: a host array takes no stream; a CUDA producer makes its pending work visible on the
+    // consumer's stream.
     t.capsule = t.device_type == kDLCPU ? object.attr("__dlpack__")()
                                         : object.attr("__dlpack__")(py::arg("stream") = stream);
   } catch (const py::error_already_set& e) {
@@ -66,21 +70,25 @@ DlpackTensor import_dlpack(py::handle object, const char* name, const std::strin
   }
   require(PyCapsule_IsValid(t.capsule.ptr(), "dltensor"), name,
           ": __dlpack__ did not return an unconsumed 'dltensor' capsule");
-  // The capsule is not renamed "used_dltensor": its destructor then releases the DLManagedTensor when the
-  // capsule goes (DLPack's rule for a capsule its consumer did not take over).
-  const auto* managed = static_cast<const DLManagedTensor*>(PyCapsule_GetPointer(t.capsule.ptr(), "dltensor"));
+  // The capsule is not renamed "used_dltensor": its destructor then releases the DLManagedTensor
+  // when the capsule goes (DLPack's rule for a capsule its consumer did not take over).
+  const auto* managed =
+      static_cast<const DLManagedTensor*>(PyCapsule_GetPointer(t.capsule.ptr(), "dltensor"));
   const DLTensor& dl = managed->dl_tensor;
-  require(dl.device.device_type == t.device_type, name, ": __dlpack__ and __dlpack_device__ disagree on the device");
-  require(dl.ndim == 4, name, ": expected 4 dimensions [B, ", layout == "bhnd" ? "H, N" : "N, H", ", D], got ",
-          dl.ndim);
+  require(dl.device.device_type == t.device_type, name,
+          ": __dlpack__ and __dlpack_device__ disagree on the device");
+  require(dl.ndim == 4, name, ": expected 4 dimensions [B, ", layout == "bhnd" ? "H, N" : "N, H",
+          ", D], got ", dl.ndim);
   std::array<std::int64_t, 4> shape{}, strides{};
   for (int i = 3; i >= 0; --i) {
     shape[i] = dl.shape[i];
     // No strides: compact row-major (DLPack before 1.0 allows it).
-    strides[i] = dl.strides != nullptr ? dl.strides[i] : (i == 3 ? 1 : strides[i + 1] * shape[i + 1]);
+    strides[i] =
+        dl.strides != nullptr ? dl.strides[i] : (i == 3 ? 1 : strides[i + 1] * shape[i + 1]);
   }
-  require(strides[3] == 1 || shape[3] == 1, name, ": the last dimension must be contiguous (stride 1), got stride ",
-          strides[3], " (pass a copy with a contiguous last dimension)");
+  require(strides[3] == 1 || shape[3] == 1, name,
+          ": the last dimension must be contiguous (stride 1), got stride ", strides[3],
+          " (pass a copy with a contiguous last dimension)");
   if (layout == "bnhd") {
     std::swap(shape[1], shape[2]);
     std::swap(strides[1], strides[2]);

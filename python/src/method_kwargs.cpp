@@ -23,7 +23,8 @@ T cast_value(py::handle value, const std::string& key, const char* expected) {
 }
 
 template <class T>
-std::function<void(cli::MethodOptions&, py::handle, const std::string&)> number(std::optional<T> cli::MethodOptions::*field) {
+std::function<void(cli::MethodOptions&, py::handle, const std::string&)> number(
+    std::optional<T> cli::MethodOptions::*field) {
   return [field](cli::MethodOptions& o, py::handle value, const std::string& key) {
     // bool is an int in Python; a flag given to a numeric option is a mistake.
     require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
@@ -31,14 +32,18 @@ std::function<void(cli::MethodOptions&, py::handle, const std::string&)> number(
   };
 }
 
-std::function<void(cli::MethodOptions&, py::handle, const std::string&)> text(std::string cli::MethodOptions::*field) {
+std::function<void(cli::MethodOptions&, py::handle, const std::string&)> text(
+    std::string cli::MethodOptions::*field) {
   return [field](cli::MethodOptions& o, py::handle value, const std::string& key) {
-    require(py::isinstance<py::str>(value), key, ": expected a string, got ", std::string(py::str(py::repr(value))));
+    require(py::isinstance<py::str>(value), key, ": expected a string, got ",
+            std::string(py::str(py::repr(value))));
     o.*field = value.cast<std::string>();
   };
 }
 
-const std::map<std::string, std::function<void(cli::MethodOptions&, py::handle, const std::string&)>>& setters() {
+const std::map<std::string,
+               std::function<void(cli::MethodOptions&, py::handle, const std::string&)>>&
+setters() {
   using O = cli::MethodOptions;
   static const std::map<std::string, std::function<void(O&, py::handle, const std::string&)>> table{
       {"tile_q", number(&O::tile_q)},
@@ -66,7 +71,8 @@ const std::map<std::string, std::function<void(cli::MethodOptions&, py::handle, 
          o.sink = value.cast<bool>();
        }},
       // A path: str or os.PathLike.
-      {"params", [](O& o, py::handle value, const std::string&) {
+      {"params",
+       [](O& o, py::handle value, const std::string&) {
          o.params = py::str(py::module_::import("os").attr("fspath")(value)).cast<std::string>();
        }},
       {"bits", number(&O::bits)},
@@ -84,13 +90,14 @@ std::string joined(const std::vector<std::string_view>& names) {
 
 }  // namespace
 
-MethodConfig method_config_from_kwargs(const std::string& method, const py::dict& config, std::int64_t heads_q) {
+MethodConfig method_config_from_kwargs(const std::string& method, const py::dict& config,
+                                       std::int64_t heads_q) {
   const std::vector<std::string_view>& takes = cli::method_option_names(method);
   cli::MethodOptions options;
   for (auto [key, value] : config) {
     const auto name = py::str(key).cast<std::string>();
-    require(std::find(takes.begin(), takes.end(), name) != takes.end(), "method '", method, "': unknown option '",
-            name, "' (", method, " takes ", joined(takes), ")");
+    require(std::find(takes.begin(), takes.end(), name) != takes.end(), "method '", method,
+            "': unknown option '", name, "' (", method, " takes ", joined(takes), ")");
     try {
       setters().at(name)(options, value, name);
     } catch (const py::error_already_set& e) {

@@ -1,7 +1,8 @@
-// _spattn: the Python binding of spattn's public API (spattn.hpp). Arrays come in through DLPack without a copy
-// (dlpack_tensor.hpp); every rule — shapes, strides, dtypes, methods, masks — is the C++ library's, whose
-// spattn::Error becomes the Python exception spattn.Error with the same message. The pure-Python package
-// (python/spattn) allocates outputs and picks streams; this module only reads and writes what it is given.
+// _spattn: the Python binding of spattn's public API (spattn.hpp). Arrays come in through DLPack
+// without a copy (dlpack_tensor.hpp); every rule — shapes, strides, dtypes, methods, masks — is the
+// C++ library's, whose spattn::Error becomes the Python exception spattn.Error with the same
+// message. The pure-Python package (python/spattn) allocates outputs and picks streams; this module
+// only reads and writes what it is given.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -46,8 +47,9 @@ py::dict estimate_dict(const Estimate& e) {
 
 // ---- entry points ----
 
-py::dict attend_py(py::handle q_obj, py::handle k_obj, py::handle v_obj, const TileMask& mask, py::handle out_obj,
-                   bool causal, std::optional<float> scale, const std::string& backend, const Call& call) {
+py::dict attend_py(py::handle q_obj, py::handle k_obj, py::handle v_obj, const TileMask& mask,
+                   py::handle out_obj, bool causal, std::optional<float> scale,
+                   const std::string& backend, const Call& call) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call),
                      v = import_array(v_obj, "v", call), o = import_array(out_obj, "out", call);
   const Problem p = python::problem_of(q, k, &v, causal, scale);
@@ -63,7 +65,8 @@ py::dict attend_py(py::handle q_obj, py::handle k_obj, py::handle v_obj, const T
 }
 
 py::tuple estimate_py(const std::string& method, py::handle q_obj, py::handle k_obj, bool causal,
-                      std::optional<float> scale, const std::string& backend, const Call& call, const py::dict& config) {
+                      std::optional<float> scale, const std::string& backend, const Call& call,
+                      const py::dict& config) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call);
   const Problem p = python::problem_of(q, k, nullptr, causal, scale);
   const MethodConfig mc = python::method_config_from_kwargs(method, config, p.heads_q);
@@ -78,8 +81,9 @@ py::tuple estimate_py(const std::string& method, py::handle q_obj, py::handle k_
   return py::make_tuple(std::move(e.mask), info);
 }
 
-py::tuple sparse_attention_py(const std::string& method, py::handle q_obj, py::handle k_obj, py::handle v_obj,
-                              py::handle out_obj, bool causal, std::optional<float> scale, const std::string& backend,
+py::tuple sparse_attention_py(const std::string& method, py::handle q_obj, py::handle k_obj,
+                              py::handle v_obj, py::handle out_obj, bool causal,
+                              std::optional<float> scale, const std::string& backend,
                               const Call& call, const py::dict& config) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call),
                      v = import_array(v_obj, "v", call), o = import_array(out_obj, "out", call);
@@ -98,10 +102,12 @@ py::tuple sparse_attention_py(const std::string& method, py::handle q_obj, py::h
   return py::make_tuple(std::move(r.estimate.mask), info);
 }
 
-/// Writes the calibrated per-head parameters to `path` (the JSON of `spattn calibrate`, which params= reads).
-void calibrate_py(const std::string& method, const py::list& samples, bool causal, std::optional<float> scale,
-                  const std::string& path, float l1, float l2, int theta_steps, float sale_theta,
-                  const std::string& backend, const Call& call, const py::dict& config) {
+/// Writes the calibrated per-head parameters to `path` (the JSON of `spattn calibrate`, which
+/// params= reads).
+void calibrate_py(const std::string& method, const py::list& samples, bool causal,
+                  std::optional<float> scale, const std::string& path, float l1, float l2,
+                  int theta_steps, float sale_theta, const std::string& backend, const Call& call,
+                  const py::dict& config) {
   require(!samples.empty(), "samples: give at least one (q, k, v)");
   std::vector<DlpackTensor> arrays;  // keeps every sample's memory alive during the search
   std::vector<Sample> inputs;
@@ -115,7 +121,8 @@ void calibrate_py(const std::string& method, const py::list& samples, bool causa
     }
     require(qkv.size() == 3, name, ": expected (q, k, v), got ", qkv.size(), " items");
     const auto qn = name + ".q", kn = name + ".k", vn = name + ".v";
-    DlpackTensor q = import_array(qkv[0], qn.c_str(), call), k = import_array(qkv[1], kn.c_str(), call),
+    DlpackTensor q = import_array(qkv[0], qn.c_str(), call),
+                 k = import_array(qkv[1], kn.c_str(), call),
                  v = import_array(qkv[2], vn.c_str(), call);
     Sample s{python::problem_of(q, k, &v, causal, scale), q.view, k.view, v.view};
     inputs.push_back(s);
@@ -123,7 +130,8 @@ void calibrate_py(const std::string& method, const py::list& samples, bool causa
     arrays.push_back(std::move(k));
     arrays.push_back(std::move(v));
   }
-  const MethodConfig base = python::method_config_from_kwargs(method, config, inputs[0].problem.heads_q);
+  const MethodConfig base =
+      python::method_config_from_kwargs(method, config, inputs[0].problem.heads_q);
   CalibrationTargets targets;
   targets.l1 = l1;
   targets.l2 = l2;
@@ -150,15 +158,16 @@ PYBIND11_MODULE(_spattn, m) {
       .def_readwrite("layout", &Call::layout)
       .def_readwrite("stream", &Call::stream);
 
-  m.def("attend", &attend_py, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"), py::arg("out"),
-        py::arg("causal"), py::arg("scale"), py::arg("backend"), py::arg("call"));
-  m.def("estimate", &estimate_py, py::arg("method"), py::arg("q"), py::arg("k"), py::arg("causal"), py::arg("scale"),
-        py::arg("backend"), py::arg("call"), py::arg("config"));
-  m.def("sparse_attention", &sparse_attention_py, py::arg("method"), py::arg("q"), py::arg("k"), py::arg("v"),
-        py::arg("out"), py::arg("causal"), py::arg("scale"), py::arg("backend"), py::arg("call"), py::arg("config"));
-  m.def("calibrate", &calibrate_py, py::arg("method"), py::arg("samples"), py::arg("causal"), py::arg("scale"),
-        py::arg("path"), py::arg("l1"), py::arg("l2"), py::arg("theta_steps"), py::arg("sale_theta"),
-        py::arg("backend"), py::arg("call"), py::arg("config"));
+  m.def("attend", &attend_py, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
+        py::arg("out"), py::arg("causal"), py::arg("scale"), py::arg("backend"), py::arg("call"));
+  m.def("estimate", &estimate_py, py::arg("method"), py::arg("q"), py::arg("k"), py::arg("causal"),
+        py::arg("scale"), py::arg("backend"), py::arg("call"), py::arg("config"));
+  m.def("sparse_attention", &sparse_attention_py, py::arg("method"), py::arg("q"), py::arg("k"),
+        py::arg("v"), py::arg("out"), py::arg("causal"), py::arg("scale"), py::arg("backend"),
+        py::arg("call"), py::arg("config"));
+  m.def("calibrate", &calibrate_py, py::arg("method"), py::arg("samples"), py::arg("causal"),
+        py::arg("scale"), py::arg("path"), py::arg("l1"), py::arg("l2"), py::arg("theta_steps"),
+        py::arg("sale_theta"), py::arg("backend"), py::arg("call"), py::arg("config"));
   m.def("methods", [] {
     std::vector<std::pair<std::string, std::string>> list;
     for (const MethodInfo& info : method_registry()) list.emplace_back(info.name, info.summary);

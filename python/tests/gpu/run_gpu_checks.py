@@ -247,13 +247,16 @@ def overhead(build):
             continue
         q, k, v = qkv(**shape)
         out = torch.empty_like(q)
-        public = host_us(lambda: spattn.sparse_attention(q, k, v, method=method, causal=True, out=out))
-        plan = spattn.Plan(q, k, v, method=method, causal=True)
-        plan_us = host_us(lambda: plan.run(q, k, v, out))
+        row = f"{method} [1,8,1024,128] bf16 causal:"
+        if cpp["public_us"] is not None:
+            public = host_us(lambda: spattn.sparse_attention(q, k, v, method=method, causal=True, out=out))
+            row += f" public call C++ {cpp['public_us']:.1f} / Python {public:.1f} us;"
+        if cpp["plan_us"] is not None:
+            plan = spattn.Plan(q, k, v, method=method, causal=True)
+            plan_us = host_us(lambda: plan.run(q, k, v, out))
+            row += f" Plan.run C++ {cpp['plan_us']:.1f} / Python {plan_us:.1f} us (+{plan_us - cpp['plan_us']:.1f});"
         op_us = host_us(lambda: spattn.torch.sparse_attention(q, k, v, method=method, causal=True))
-        rows.append(f"{method} [1,8,1024,128] bf16 causal: public C++ {cpp['public_us']:.1f} / Python {public:.1f} us;"
-                    f" Plan.run C++ {cpp['plan_us']:.1f} / Python {plan_us:.1f} us (+{plan_us - cpp['plan_us']:.1f});"
-                    f" torch op {op_us:.1f} us")
+        rows.append(row + f" torch op {op_us:.1f} us")
     print("\n".join(rows))
     return " | ".join(rows) + " (median host time per call, GPU idle before each; the public call includes the"\
         " kernels and its synchronisation; C++ inputs are the llm workload, Python's random: compare dense there)"
