@@ -115,6 +115,8 @@ SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem
                                        const AttendOptions& options) {
   problem.validate(q, k, v, o);
   validate(config, problem);
+  require(options.resume == nullptr,
+          "sparse_attention: AttendOptions::resume is attend()'s option (a pipeline resumes from its own estimator)");
   const AttendOptions with_method = attend_options_of(config, options);
   with_method.validate(problem.heads_q);
   check_host_inputs(problem, q, k, &v);

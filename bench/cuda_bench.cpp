@@ -1,8 +1,8 @@
-// GPU benchmark of the CUDA executor (PERF.md rules): causal bf16, B = 1, H = 32, D = 128, dense and
+// GPU benchmark of the CUDA executor (PERF.md rules): causal bf16, B = 1, H = 32, D = 128 (HEAD_DIM=…), dense and
 // random block masks (diagonal and key tile 0 always kept), stripes and 16-key tiles (N ≤ 32K). Every arm's output
 // is checked against the reference executor (head 0) before it is timed; CUDA events, 3 warm-ups, median
 // of 10. Writes each mask's FlexAttention lists to $OUT_DIR (if set) for bench/peers.py, and prints a table.
-//   ./spattn_bench_cuda [N ...]
+//   [HEAD_DIM=D] ./spattn_bench_cuda [N ...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) lengths.push_back(std::atoll(argv[i]));
   if (lengths.empty()) lengths = {8192, 32768};
   const char* out_dir = std::getenv("OUT_DIR");
-  const std::int64_t H = 32, D = 128;
+  const char* head_dim = std::getenv("HEAD_DIM");  // 64, 96, 128 (default) or 256
+  const std::int64_t H = 32, D = head_dim != nullptr ? std::atoll(head_dim) : 128;
+  std::printf("causal bf16, B = 1, H = %lld, D = %lld\n", static_cast<long long>(H), static_cast<long long>(D));
   std::printf("%-8s %-22s %8s %10s %12s %12s %8s\n", "N", "mask", "density", "ms", "TFLOP/s(eq)", "TFLOP/s(exec)", "check");
   for (std::int64_t n : lengths) {
     Problem p;
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
       }
       std::sort(times.begin(), times.end());
       const double ms = times[times.size() / 2];
-      const double dense_flops = 4.0 * H * double(n) * double(n) * D / 2.0;
+      const double dense_flops = 4.0 * H * double(n) * double(n) * double(D) / 2.0;
       std::printf("%-8lld %-22s %8.3f %10.3f %12.1f %12.1f %8s\n", static_cast<long long>(n), arm.name.c_str(),
                   st.density, ms, dense_flops / ms / 1e9, dense_flops * st.pair_density / ms / 1e9,
                   ok ? "ok" : "FAIL");

@@ -36,7 +36,8 @@ def main():
         mask_dir = args[i + 1]
         del args[i : i + 2]
     lengths = [int(a) for a in args] or [8192, 32768]
-    H, D = 32, 128
+    H, D = 32, int(os.environ.get("HEAD_DIM", "128"))
+    print(f"causal bf16, B = 1, H = {H}, D = {D}")
     print(f"{'N':<8} {'peer':<28} {'ms':>10} {'TFLOP/s(eq)':>12}")
     for n in lengths:
         q, k, v = (torch.randn(1, H, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))

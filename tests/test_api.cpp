@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "spattn/online_softmax.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
 #include "spattn/reference/executor.hpp"
@@ -245,6 +246,11 @@ TEST_CASE("bad input to estimate() and sparse_attention() names the argument") {
   v_wide.dtype = DType::f16;
   CHECK_THROWS_WITH_AS(sparse_attention(default_config("bfla"), p, q, k, v_wide, o.view()), doctest::Contains("v: dtype"),
                        Error);
+  std::vector<SoftmaxState> states(static_cast<std::size_t>(4 * 300));
+  AttendOptions resumed;
+  resumed.resume = states.data();
+  CHECK_THROWS_WITH_AS(sparse_attention(default_config("anchor"), p, q, k, v, o.view(), resumed),
+                       doctest::Contains("resume is attend()'s option"), Error);
   AttendOptions bad_vote;
   bad_vote.pv_vote_rows = 500;
   CHECK_THROWS_WITH_AS(sparse_attention(default_config("sparge"), p, q, k, v, o.view(), bad_vote),

@@ -137,6 +137,15 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
   }
   w.acc.setZero(rows, dv);
   w.state.assign(static_cast<std::size_t>(rows), SoftmaxState{});
+  const std::int64_t state_row0 = (blk.b * p.heads_q + blk.hq) * p.seqlen_q + blk.row_begin;  // lse's indexing
+  if (opt.resume != nullptr)  // AttendOptions::resume: start from (m, l) and l·O
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const SoftmaxState st = opt.resume[state_row0 + r];
+      if (st.l == 0.0f) continue;  // empty so far (a NaN state propagates)
+      w.state[static_cast<std::size_t>(r)] = st;
+      load_row(o, row_offset(o, p, true, blk.b, blk.hq, blk.row_begin + r), dv, w.acc.row(r).data());
+      w.acc.row(r) *= st.l;
+    }
 
   // Keys beyond the last row's diagonal (causal) or the sequence are never visited.
   const std::int64_t limit = mask_policy::block_key_end(blk.row_end - 1, nq, nkv, p.causal);
@@ -225,7 +234,8 @@ BlockResult run_block(const Problem& p, const TensorView& q, const TensorView& k
     if (mask_policy::empty_row(st.l)) ++result.empty_rows;
     const std::int64_t n = blk.row_begin + r;
     store_row(o, row_offset(o, p, true, blk.b, blk.hq, n), dv, w.out.data());
-    if (opt.lse != nullptr) opt.lse[(blk.b * p.heads_q + blk.hq) * p.seqlen_q + n] = lse2 * kLn2;
+    if (opt.lse != nullptr) opt.lse[state_row0 + r] = lse2 * kLn2;
+    if (opt.state_out != nullptr) opt.state_out[state_row0 + r] = st;
   }
   return result;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../common.hpp"
+#include "spattn/online_softmax.hpp"
 #include "spattn/reference/executor.hpp"
 
 namespace spattn::conformance {
@@ -91,6 +92,13 @@ const std::vector<ExecutorCase>& executor_cases() {
       {"non-causal Nq > Nkv", 1, 2, 1, 200, 50, 32, 0, false, DType::f32, Layout::bhnd, 48, 7, 0.5},
       {"D=256 non-causal", 1, 1, 1, 65, 130, 256, 0, false, DType::f32, Layout::bhnd, 64, 128, 1.0},
       {"D=256 bf16", 1, 2, 1, 300, 300, 256, 0, true, DType::bf16, Layout::bhnd, 128, 64, 0.5},
+      {"D=256 f16 merged 16x16 GQA", 1, 4, 2, 200, 260, 256, 0, true, DType::f16, Layout::bnhd, 16, 16, 0.4},
+      {"D=256 stripes 256x1", 1, 2, 2, 300, 300, 256, 0, false, DType::bf16, Layout::bhnd, 256, 1, 0.2},
+      {"D=96 bf16 128x128 causal", 1, 4, 1, 400, 400, 96, 0, true, DType::bf16, Layout::bhnd, 128, 128, 0.6},
+      {"D=96 f16 64x16 non-causal", 2, 2, 2, 190, 150, 96, 0, false, DType::f16, Layout::bnhd, 64, 16, 0.5,
+       DType::f16},
+      {"D=96 varlen", 2, 2, 1, 150, 150, 96, 0, true, DType::bf16, Layout::bnhd, 64, 32, 0.7, DType::f32, {150, 33},
+       {150, 40}},
       {"Dv != D", 1, 2, 2, 50, 70, 64, 128, false, DType::f16, Layout::bnhd, 32, 16, 0.7},
       {"BNHD 16x8", 2, 4, 4, 77, 77, 128, 0, true, DType::bf16, Layout::bnhd, 16, 8, 0.4},
       {"BNHD 64x32", 2, 4, 2, 200, 200, 128, 0, false, DType::bf16, Layout::bnhd, 64, 32, 0.4},
@@ -144,7 +152,25 @@ ExecutorInputs make_inputs(const ExecutorCase& c) {
   return in;
 }
 
-ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory) {
+namespace {
+
+/// The mask's kept tiles split at random between two masks of its shape (each tile in exactly one).
+std::pair<TileMask, TileMask> split_mask(const TileMask& mask) {
+  const MaskShape& s = mask.shape;
+  std::vector<std::vector<std::int32_t>> first(static_cast<std::size_t>(s.num_rows())), rest(first.size());
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.mask_heads; ++h)
+      for (std::int64_t t = 0; t < s.num_q_tiles(); ++t) {
+        const auto r = static_cast<std::size_t>((b * s.mask_heads + h) * s.num_q_tiles() + t);
+        const double share = test::uniform(0.0, 1.0);  // some rows all first, some all rest
+        for (std::int32_t tile : mask.row(b, h, t)) (test::uniform(0.0, 1.0) < share ? first : rest)[r].push_back(tile);
+      }
+  return {TileMask::from_rows(s, std::move(first)), TileMask::from_rows(s, std::move(rest))};
+}
+
+}  // namespace
+
+ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory, bool resumed) {
   const ExecutorInputs in = make_inputs(c);
   const Problem& p = in.problem;
   HostTensor want(c.out, in.q.batch(), c.hq, in.q.seqlen(), p.dim_v(), in.q.layout()), got = want;
@@ -160,17 +186,33 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
   AttendOptions options;
   options.backend = backend;
   options.lse = memory.poisoned_floats(lse_got.size());
+  const std::size_t rows = lse_got.size();
+  SoftmaxState* state = resumed ? reinterpret_cast<SoftmaxState*>(memory.poisoned_floats(2 * rows)) : nullptr;
+  AttendOptions first = options;
+  first.lse = nullptr;
+  first.state_out = state;
+  options.resume = state;
+  options.state_out = resumed ? reinterpret_cast<SoftmaxState*>(memory.poisoned_floats(2 * rows)) : nullptr;
+  const auto [mask_first, mask_rest] = resumed ? split_mask(in.mask) : std::pair<TileMask, TileMask>{};
+  const TileMask& mask = resumed ? mask_rest : in.mask;
   for (const auto& be : backends())
-    if (be->name() == backend) out.not_supported = be->not_supported_reasons(p, q, k, v, in.mask, o, options);
+    if (be->name() == backend) {
+      out.not_supported = be->not_supported_reasons(p, q, k, v, mask, o, options);
+      if (resumed && out.not_supported.empty()) out.not_supported = be->not_supported_reasons(p, q, k, v, mask_first, o, first);
+    }
   if (!out.not_supported.empty()) return out;
-  const AttendStats stats = attend(p, q, k, v, in.mask, o, options);
+  if (resumed) attend(p, q, k, v, mask_first, o, first);
+  const AttendStats stats = attend(p, q, k, v, mask, o, options);
   out.backend = stats.backend;
   out.empty_rows = stats.empty_rows;
   memory.download(o, got);
   memory.download(options.lse, lse_got);
+  std::vector<float> state_got(resumed ? 2 * rows : 0);
+  if (resumed) memory.download(reinterpret_cast<const float*>(options.state_out), state_got);
 
   const double tol = c.dtype == DType::bf16 ? 2e-2 : c.dtype == DType::f16 ? 3e-3 : 2e-5;
-  const double out_tol = c.out == DType::bf16 ? 8e-3 : c.out == DType::f16 ? 1e-3 : 0.0;  // rounding of the output
+  // Rounding of the output; resumed, the first call's part is rounded to O's dtype too.
+  const double out_tol = (resumed ? 2 : 1) * (c.out == DType::bf16 ? 8e-3 : c.out == DType::f16 ? 1e-3 : 0.0);
   const auto a = got.to_float(), b = want.to_float();
   for (std::size_t i = 0; i < a.size(); ++i) {
     const double err = std::fabs(double(a[i]) - double(b[i]));
@@ -182,8 +224,15 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t i = 0; i < p.seqlen_q_of(bb); ++i) {
         const auto at = static_cast<std::size_t>((bb * p.heads_q + h) * p.seqlen_q + i);
-        if (std::isinf(lse_want[at])) out.bad_lse += !(lse_got[at] == lse_want[at]);
-        else out.bad_lse += !(std::fabs(lse_got[at] - lse_want[at]) <= 1e-3 * (1 + std::fabs(lse_want[at])));
+        const auto near = [&](float x) {
+          if (std::isinf(lse_want[at])) return x == lse_want[at];
+          return std::fabs(x - lse_want[at]) <= 1e-3 * (1 + std::fabs(lse_want[at]));
+        };
+        out.bad_lse += !near(lse_got[at]);
+        if (resumed) {  // the resumed call's final state: the whole row's, m + log2 l = the LSE in base 2
+          const float m = state_got[2 * at], l = state_got[2 * at + 1];
+          out.bad_lse += !near(l == 0.0f && m == -INFINITY ? -INFINITY : (m + std::log2(l)) * kLn2);
+        }
       }
   return out;
 }

@@ -73,7 +73,12 @@ struct ExecutorOutcome {
 /// Runs the case on `backend` (through spattn::attend with options.backend) with its tensors in the adapter's
 /// memory, and on the reference executor; compares outputs (tolerance of the input dtype: P is rounded to it before
 /// P·V on GPUs), LSE and empty-row counts.
-ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory);
+/// resumed: the backend runs the case in two calls (AttendOptions::state_out, then resume): the mask's tiles split at
+/// random (seeded) between them, so that rows start empty, resume with no key left, or both; compared with the
+/// reference's single call over the whole mask (the output's rounding counted twice), and the final states' m + log2 l
+/// with the reference's LSE.
+ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend, MemoryAdapter& memory,
+                               bool resumed = false);
 
 /// A problem of the given shape; variable-length when lens_q is not empty (cu_seqlens from the lengths, the maxima
 /// in seqlen_q / seqlen_kv). dv = 0: head_dim_v unset.

@@ -32,6 +32,27 @@ TEST_CASE("conformance: executor table on every host backend") {
   }
 }
 
+TEST_CASE("conformance: executor table resumed (state_out, then resume over the rest of the mask) on every host backend") {
+  auto memory = conformance::host_adapter();
+  for (const auto& backend : backends()) {
+    int ran = 0;
+    for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
+      const std::string backend_name(backend->name()), case_name(c.name);
+      CAPTURE(backend_name);
+      CAPTURE(case_name);
+      const conformance::ExecutorOutcome r = conformance::check_executor(c, backend_name, *memory, /*resumed*/ true);
+      if (!r.not_supported.empty()) continue;
+      ++ran;
+      CAPTURE(r.worst);
+      CHECK(r.bad_outputs == 0);
+      CHECK(r.bad_lse == 0);
+      CHECK(r.empty_rows == r.reference_empty_rows);
+    }
+    if (backend->name() == "reference") CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
+    MESSAGE(backend->name() << ": " << ran << " resumed executor cases on host memory");
+  }
+}
+
 TEST_CASE("conformance: estimator table on every host backend, decision by decision") {
   auto memory = conformance::host_adapter();
   for (const auto& backend : backends()) {

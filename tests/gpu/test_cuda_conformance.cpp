@@ -58,16 +58,18 @@ std::int64_t mismatches(const HostTensor& got, const HostTensor& want, DType inp
   return bad;
 }
 
-/// The shared executor table (tests/conformance) on the CUDA backend; returns how many cases it covered. Cases
-/// outside the backend's coverage (f32 inputs, head dims 96/256, tile_q 48, …) are skipped with its reasons.
-int run_executor_table(const char* what) {
+/// The shared executor table (tests/conformance) on the CUDA backend, in one call per case or resumed (two calls:
+/// AttendOptions::state_out, then resume); returns how many cases it covered. Cases outside the backend's coverage
+/// (f32 inputs, head dims 96/256, tile_q 48, …) are skipped with its reasons.
+int run_executor_table(const char* what, bool resumed = false) {
   CudaMemory memory;
   int ran = 0, skipped = 0;
   for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
     const std::string case_name(c.name);
     CAPTURE(what);
+    CAPTURE(resumed);
     CAPTURE(case_name);
-    const conformance::ExecutorOutcome r = conformance::check_executor(c, "cuda", memory);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "cuda", memory, resumed);
     if (!r.not_supported.empty()) {
       ++skipped;
       continue;
@@ -79,12 +81,15 @@ int run_executor_table(const char* what) {
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  MESSAGE(std::string(what) << ": " << ran << " cases ran on the CUDA backend, " << skipped << " outside its coverage");
+  const std::string label = std::string(what) + (resumed ? ", resumed" : "");
+  MESSAGE(label << ": " << ran << " cases ran on the CUDA backend, "
+                             << skipped << " outside its coverage");
   return ran;
 }
 
 TEST_CASE("CUDA executor matches the reference over the shared conformance table") {
-  CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)") >= 30);
+  CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)") >= 37);
+  CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)", true) >= 37);
 }
 
 // Masks with tile_q a multiple of 128 run the sm90 WGMMA kernel on an H100/H200; the table runs again with
@@ -92,13 +97,15 @@ TEST_CASE("CUDA executor matches the reference over the shared conformance table
 // kernels and both load paths are held to the reference.
 TEST_CASE("CUDA executor with the cp.async gather only (no TMA) matches the reference") {
   setenv("SPATTN_CUDA_NO_TMA", "1", 1);
-  CHECK(run_executor_table("SPATTN_CUDA_NO_TMA=1") >= 30);
+  CHECK(run_executor_table("SPATTN_CUDA_NO_TMA=1") >= 37);
+  CHECK(run_executor_table("SPATTN_CUDA_NO_TMA=1", true) >= 37);
   unsetenv("SPATTN_CUDA_NO_TMA");
 }
 
 TEST_CASE("CUDA executor with the mma.sync kernel forced matches the reference") {
   setenv("SPATTN_CUDA_KERNEL", "sm80", 1);
-  CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80") >= 30);
+  CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80") >= 37);
+  CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80", true) >= 37);
   unsetenv("SPATTN_CUDA_KERNEL");
 }
 
@@ -650,7 +657,7 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
     cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
     cuda_check(cudaGraphLaunch(exec, stream));
     cuda_check(cudaStreamSynchronize(stream));
-    const TileMask mask = plan.mask().download(stream);
+    const TileMask mask = plan.selection(stream);  // AnchorAttention: its anchor region and the stripes (resumed)
     const Estimate ref = estimate(cfg, w.problem, w.q.view(), w.k.view());
     REQUIRE(mask.shape == ref.mask.shape);
     const std::vector<std::uint8_t> a = mask.to_bitmap(), bref = ref.mask.to_bitmap();
@@ -690,6 +697,9 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   anchor_attn::Config an;  // groups of 512 rows (128 × 4): three groups at N = 1200; θ low enough to decide
   an.step = 4;
   an.theta = 3.0f;
+  check_graph_replays(an, WorkloadKind::llm, false);  // the resumed executor on the sm90 kernel (512-row tiles)
+  an.block = 32;  // groups of 64 rows: the anchor region and the resumed executor on the mma.sync kernel
+  an.step = 2;
   check_graph_replays(an, WorkloadKind::llm, false);
   sale::Config sa;  // defaults: int4, τ = 0.004, 128 local keys; thresholds from the tensor-core statistics pass
   check_graph_replays(sa, WorkloadKind::llm, false);
@@ -827,16 +837,16 @@ TEST_CASE("DeviceTileMask built from a temporary TileMask runs attend_async") {
 TEST_CASE("attend() explains why the CUDA backend does not cover a call") {
   Problem p;
   p.seqlen_q = p.seqlen_kv = 64;
-  p.head_dim = 96;
+  p.head_dim = 80;
   p.dtype = DType::bf16;
-  DeviceTensor dq(64 * 96 * 2), dout(64 * 96 * 4);
+  DeviceTensor dq(64 * 80 * 2), dout(64 * 80 * 4);
   cuda_check(cudaMemset(dq.ptr, 0, dq.bytes));  // finite inputs: the range check passes, coverage is what fails
-  TensorView q = TensorView::dense(dq.ptr, DType::bf16, Layout::bhnd, 1, 1, 64, 96);
+  TensorView q = TensorView::dense(dq.ptr, DType::bf16, Layout::bhnd, 1, 1, 64, 80);
   q.memory = Memory::cuda;
-  TensorView o = TensorView::dense(dout.ptr, DType::f32, Layout::bhnd, 1, 1, 64, 96);
+  TensorView o = TensorView::dense(dout.ptr, DType::f32, Layout::bhnd, 1, 1, 64, 80);
   o.memory = Memory::cuda;
   const TileMask mask = TileMask::dense(MaskShape::of(p, 64, 64));
-  CHECK_THROWS_WITH_AS(attend(p, q, q, q, mask, o), doctest::Contains("head_dim must be 64 or 128"), Error);
+  CHECK_THROWS_WITH_AS(attend(p, q, q, q, mask, o), doctest::Contains("head_dim must be 64, 96, 128 or 256"), Error);
   Problem p48 = p;
   p48.head_dim = 64;
   const TileMask odd = TileMask::dense(MaskShape::of(p48, 48, 64));

@@ -19,6 +19,10 @@
 // order than the reference's: decisions may differ from the reference's where |margin| is within their rounding
 // (tests/gpu: anchors within their bound, then every decision against reference::anchor_attn_select over the device's
 // anchors, within the score bound). Everything else is the reference's arithmetic (--fmad=false).
+// run_resumed (Plan::run, sparse_attention): step 1 is the executor itself over the anchor-region mask — O and the
+// states written, on the sm90 kernel where it runs — and step 5 writes only the kept candidates; the executor then
+// resumes each row from its state (AttendOptions::resume), so the anchor region is computed once (research/
+// anchorattention.md: the authors' kernel reuses it the same way).
 // Workspace: anchor states B·Hq·Nq, pooled means B·Hq·⌈Nq/block⌉·(D + 1) floats, the decision bits
 // B·Hq·groups·⌈Nkv/32⌉ words, and the anchor-region mask.
 #include <cuda_runtime.h>
@@ -294,6 +298,7 @@ __device__ int compact_bits(const std::uint32_t* words, std::int64_t lo, std::in
 
 struct WriteArgs {
   Geometry g;
+  bool with_region;  ///< the sink and the window too (false: only the kept candidates, for a resumed executor)
   const std::uint32_t* keep;
   const std::int64_t* row_begin;
   std::int64_t* row_end;
@@ -314,14 +319,15 @@ __global__ void __launch_bounds__(kWriteThreads) write_kernel(WriteArgs a) {
   }
   const anchor_attn::GroupKeys keys = g.keys(b, t, nq, nkv);
   const std::uint32_t* words = a.keep + row * g.words;
-  for (std::int64_t j = threadIdx.x; j < keys.sink_end; j += blockDim.x) out[j] = static_cast<std::int32_t>(j);
-  std::int32_t* before = out + keys.sink_end;
+  const std::int64_t sink = a.with_region ? keys.sink_end : 0, window_len = a.with_region ? keys.local.end - keys.local.begin : 0;
+  for (std::int64_t j = threadIdx.x; j < sink; j += blockDim.x) out[j] = static_cast<std::int32_t>(j);
+  std::int32_t* before = out + sink;
   const int kept_before = compact_bits(words, keys.sink_end, keys.candidates_end, scan,
                                        [&](int i, std::int64_t j) { before[i] = static_cast<std::int32_t>(j); });
   std::int32_t* window = before + kept_before;
-  for (std::int64_t j = keys.local.begin + threadIdx.x; j < keys.local.end; j += blockDim.x)
-    window[j - keys.local.begin] = static_cast<std::int32_t>(j);
-  std::int32_t* after = window + (keys.local.end - keys.local.begin);
+  for (std::int64_t j = threadIdx.x; j < window_len; j += blockDim.x)
+    window[j] = static_cast<std::int32_t>(keys.local.begin + j);
+  std::int32_t* after = window + window_len;
   const int kept_after = compact_bits(words, keys.after_begin, nkv, scan,
                                       [&](int i, std::int64_t j) { after[i] = static_cast<std::int32_t>(j); });
   if (threadIdx.x == 0) a.row_end[row] = a.row_begin[row] + (after - out) + kept_after;
@@ -350,7 +356,8 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
  public:
   AnchorAttnEstimatorImpl(const anchor_attn::Config& c, const Problem& p, const std::int64_t* cu_q,
                           const std::int64_t* cu_kv)
-      : c_(c), p_(p), shape_(MaskShape::of(p, c.group_rows(), 1)), region_(region_mask(p, c)), cu_q_(cu_q), cu_kv_(cu_kv) {
+      : c_(c), p_(p), shape_(MaskShape::of(p, c.group_rows(), 1)), region_host_(region_mask(p, c)), region_(region_host_),
+        cu_q_(cu_q), cu_kv_(cu_kv) {
     g_.seqs = Seqs::of(p, cu_q, cu_kv);
     g_.heads_q = static_cast<int>(p.heads_q);
     g_.heads_kv = static_cast<int>(p.heads_kv);
@@ -379,10 +386,23 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
   std::size_t workspace_bytes() const override {
     return state_.bytes() + qbar_.bytes() + abar_.bytes() + keep_.bytes() + empty_.bytes() + region_.bytes();
   }
+  /// The anchor pass is the executor's statistics pass (no V, no O); the mask gets the whole selection.
   void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
-    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
-    else launch<__half>(q, k, mask, stream);
+    if (g_.groups == 0) return;
+    check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
+    state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
+    select(q, k, mask, /*with_region*/ true, stream);
   }
+  /// The anchor pass is the executor over the anchor region (O and the states written); the mask gets the stripes.
+  void run_resumed(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                   DeviceTileMask& mask, cudaStream_t stream) override {
+    if (g_.groups == 0) return;
+    check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
+    attend_async(p_, q, k, v, region_, o, nullptr, cu_q_, cu_kv_, empty_.ptr, stream, nullptr, {state_.ptr, nullptr});
+    select(q, k, mask, /*with_region*/ false, stream);
+  }
+  const TileMask* covered() const override { return &region_host_; }
+  const SoftmaxState* resume_states() const override { return state_.ptr; }
   std::vector<SoftmaxState> anchors(cudaStream_t stream) const override {
     std::vector<SoftmaxState> out(state_.n);
     check(cudaStreamSynchronize(stream), "synchronize");
@@ -393,6 +413,11 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
   SoftmaxState* anchors_workspace() const override { return state_.ptr; }
 
  private:
+  void select(const TensorView& q, const TensorView& k, DeviceTileMask& mask, bool with_region, cudaStream_t stream) {
+    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, with_region, stream);
+    else launch<__half>(q, k, mask, with_region, stream);
+  }
+
   template <class T>
   void set_limits() {
     check(cudaFuncSetAttribute(detail::pool_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -403,13 +428,11 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     else stripe_launch<T, 128>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
   }
 
+  /// Steps 2–5 over the anchor states in state_.
   template <class T>
-  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) {
+  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, bool with_region, cudaStream_t stream) {
     const auto bq = static_cast<unsigned>(p_.batch);
     const int hq = g_.heads_q, d = g_.d;
-    if (g_.groups == 0) return;
-    check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
-    state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
     const Rows<T> qr{static_cast<const T*>(q.data), q.stride_b, q.stride_h, q.stride_n, g_.seqs.cu_q};
     const Rows<T> kr{static_cast<const T*>(k.data), k.stride_b, k.stride_h, k.stride_n, g_.seqs.cu_kv};
     detail::pool_kernel<T><<<dim3(g_.slots, bq * hq), kPoolThreads, detail::pool_bytes(c_.block, d), stream>>>(
@@ -432,7 +455,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
                     bq * static_cast<unsigned>(hq / s.heads_per_cta));
     if (d == 64) stripe_launch<T, 64>(mts, grid, stream, kr, s, false);
     else stripe_launch<T, 128>(mts, grid, stream, kr, s, false);
-    WriteArgs w{g_, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
+    WriteArgs w{g_, with_region, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
     write_kernel<<<dim3(static_cast<unsigned>(g_.groups), bq * hq), kWriteThreads, 0, stream>>>(w);
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
@@ -441,6 +464,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
   anchor_attn::Config c_;
   Problem p_;
   MaskShape shape_;
+  TileMask region_host_;
   DeviceTileMask region_;
   const std::int64_t* cu_q_;
   const std::int64_t* cu_kv_;

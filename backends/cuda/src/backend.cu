@@ -62,8 +62,10 @@ std::vector<std::string> executor_not_supported_reasons(const Problem& p, const 
   }
   if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
-  if ((p.head_dim != 64 && p.head_dim != 128) || p.dim_v() != p.head_dim)
-    why.push_back("head_dim must be 64 or 128 with head_dim_v = head_dim");
+  const bool sm90_dim = p.head_dim == 64 || p.head_dim == 128;
+  if ((!sm90_dim && p.head_dim != 96 && p.head_dim != 256) || p.dim_v() != p.head_dim)
+    why.push_back("head_dim must be 64, 96, 128 or 256 with head_dim_v = head_dim");
+  if (pv_skip_requested(options) && !sm90_dim) why.push_back("PV-skip in the CUDA kernel needs head_dim 64 or 128");
   if (shape.tile_q % 64 != 0 && shape.tile_q != 16 && shape.tile_q != 32)
     why.push_back("mask tile_q must be 16, 32 or a multiple of 64");
   if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");
@@ -147,26 +149,32 @@ FlashParams flash_params(const Problem& p, const TensorView& q, const TensorView
 
 void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                   const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
-                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv) {
+                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv,
+                  const DeviceRowStates& states) {
   FlashParams f = flash_params(p, q, k, v, dmask, o, lse, cu_q, cu_kv, empty_rows);
+  f.state = states.state_out;
+  f.resume = states.resume;
   const bool bf16 = p.dtype == DType::bf16;
   if (pv != nullptr) {
-    if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128))
-      fail("cuda backend: PV-skip needs the sm90 kernel, tile_q a multiple of 128 and tile_k 64 or 128");
+    if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128) || (p.head_dim != 64 && p.head_dim != 128))
+      fail("cuda backend: PV-skip needs the sm90 kernel, tile_q a multiple of 128, tile_k 64 or 128, head_dim 64 or 128");
     f.pv_thr = pv->thresholds;
     f.pv_vote = pv->vote_rows;
     f.pv_exempt = pv->exempt_last;
     f.pv_skipped = pv->skipped;
   }
-  if (f.order != nullptr && use_sm90()) {
+  const int d = static_cast<int>(p.head_dim);
+  if (f.order != nullptr && use_sm90() && (d == 64 || d == 128)) {  // head dims 96 and 256: the mma.sync kernel
     const int n = dmask.order_size();
     if (p.head_dim == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
     else bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
     check(cudaGetLastError(), "kernel launch");
     return;
   }
-  if (p.head_dim == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);
-  else bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
+  if (d == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);
+  else if (d == 96) bf16 ? launch_flash_sm80<__nv_bfloat16, 96>(f, stream) : launch_flash_sm80<__half, 96>(f, stream);
+  else if (d == 128) bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
+  else bf16 ? launch_flash_sm80<__nv_bfloat16, 256>(f, stream) : launch_flash_sm80<__half, 256>(f, stream);
   check(cudaGetLastError(), "kernel launch");
 }
 
@@ -182,7 +190,7 @@ void state_pass_async(const Problem& p, const TensorView& q, const TensorView& k
 }
 
 ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
-    : problem_(p), lse_(options.lse), pv_on_(pv_skip_requested(options)) {
+    : problem_(p), lse_(options.lse), states_{options.state_out, options.resume}, pv_on_(pv_skip_requested(options)) {
   cu_q_.assign(p.cu_seqlens_q);
   cu_kv_.assign(p.cu_seqlens_kv);
   empty_rows_.allocate(1);
@@ -199,10 +207,13 @@ ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
 }
 
 void ExecutorState::enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
-                            const TensorView& o, cudaStream_t stream) {
+                            const TensorView& o, cudaStream_t stream, const SoftmaxState* resume) {
+  DeviceRowStates states = states_;
+  if (resume != nullptr) states.resume = resume;
   check(cudaMemsetAsync(empty_rows_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
   check(cudaMemsetAsync(skipped_.ptr, 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-  attend_async(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr, stream, pv_on_ ? &pv_ : nullptr);
+  attend_async(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr, stream, pv_on_ ? &pv_ : nullptr,
+               states);
 }
 
 AttendStats ExecutorState::stats(const TileMask& mask, cudaStream_t stream) const {

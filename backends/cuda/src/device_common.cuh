@@ -53,10 +53,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t* r, std::uint32_
 }
 
 /// Element offset of (row, col) in a [rows][D] smem tile whose 16-byte chunks are XOR-swizzled by row % 8,
-/// so the 8 rows an ldmatrix reads at one column land in 8 different bank groups.
+/// so the 8 rows an ldmatrix reads at one column land in 8 different bank groups. D = 96 (12 chunks): the first 8
+/// chunks by row % 8, the last 4 by row % 4 (a permutation inside each group, so the row stays in bounds).
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
-  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  static_assert(D % 64 == 0 || D == 96, "rows of a multiple of 8 chunks, or 12");
+  const int c = col >> 3;
+  if constexpr (D % 64 == 0) return row * D + ((c ^ (row & 7)) << 3) + (col & 7);
+  else return row * D + ((c < 8 ? c ^ (row & 7) : 8 + ((c - 8) ^ (row & 3))) << 3) + (col & 7);
 }
 
 /// Two fp32 values rounded (RNE) to T and packed into one 32-bit register, low half first.
@@ -96,12 +100,41 @@ __device__ __forceinline__ void store_pair(const FlashParams& p, std::int64_t or
   }
 }
 
+/// Output elements (col, col + 1) of a row starting at element offset `orow`, as fp32.
+__device__ __forceinline__ float2 load_pair(const FlashParams& p, std::int64_t orow, int col) {
+  if (p.o_dtype == 0) return *reinterpret_cast<const float2*>(static_cast<const float*>(p.o) + orow + col);
+  if (p.o_dtype == 1) return __half22float2(*reinterpret_cast<const __half2*>(static_cast<const __half*>(p.o) + orow + col));
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(p.o) + orow + col));
+}
+
+/// AttendOptions::resume (FlashParams::resume) for one thread's share of row i, whose output row starts at `orow`:
+/// a quad of 4 threads (t4 = 0 … 3) holds the row, each thread the column pairs 8·dt + 2·t4 (+ 1), dt < D / 8, as
+/// acc(dt, 0 / 1). Sets the running max m, this thread's part of l (all of it on t4 = 0: the epilogue sums the quad)
+/// and the accumulators l·O; a row whose resumed l is 0 (or no resume) keeps the empty start the caller set.
+template <int D, class Acc>
+__device__ __forceinline__ void resume_row(const FlashParams& p, int b, int h, int i, std::int64_t orow, int t4, float& m,
+                                           float& l, Acc acc) {
+  if (p.resume == nullptr) return;
+  const SoftmaxState st = p.resume[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i];
+  if (st.l == 0.0f) return;  // empty so far (a NaN state propagates)
+  m = st.m;
+  l = t4 == 0 ? st.l : 0.0f;
+#pragma unroll
+  for (int dt = 0; dt < D / 8; ++dt) {
+    const float2 o = load_pair(p, orow, dt * 8 + 2 * t4);
+    acc(dt, 0) = st.l * o.x;
+    acc(dt, 1) = st.l * o.y;
+  }
+}
+
 /// Row statistics after the last tile (one thread per row; m, l: the row's base-2 running max and softmax
-/// denominator): the natural-log LSE (−∞ for an empty row, mask_policy::empty_row) and the empty-row count.
+/// denominator): the natural-log LSE (−∞ for an empty row, mask_policy::empty_row), the state (m, l)
+/// (FlashParams::state) and the empty-row count.
 __device__ __forceinline__ void finish_row(const FlashParams& p, int b, int h, int i, float m, float l) {
   const bool empty = mask_policy::empty_row(l);
-  if (p.lse)
-    p.lse[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] = empty ? -INFINITY : (m + log2_det(l)) * kLn2;
+  const std::int64_t at = (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
+  if (p.lse) p.lse[at] = empty ? -INFINITY : (m + log2_det(l)) * kLn2;
+  if (p.state) p.state[at] = SoftmaxState{m, l};
   if (empty) atomicAdd(p.empty_rows, 1);
 }
 

@@ -24,6 +24,19 @@ class DeviceEstimator {
   /// Enqueues the estimate of q, k (device tensors of the planned problem) into `mask` (built with shape()).
   virtual void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) = 0;
   virtual std::size_t workspace_bytes() const = 0;
+
+  /// The keys run_resumed() covers with its exact pass (host mask, per query head or per KV head, of shape()'s
+  /// tiles); null for an estimator without one. Then run_resumed() is run().
+  virtual const TileMask* covered() const { return nullptr; }
+  /// Like run(), but the estimator's exact pass over the covered() keys is part of the answer: it also writes O and
+  /// each row's state over them (resume_states()), and `mask` gets the rest of the selection only — the executor
+  /// then resumes the rows from resume_states() (AttendOptions::resume). v, o: device tensors of the problem.
+  virtual void run_resumed(const TensorView& q, const TensorView& k, const TensorView& /*v*/, const TensorView& /*o*/,
+                           DeviceTileMask& mask, cudaStream_t stream) {
+    run(q, k, mask, stream);
+  }
+  /// [B·Hq·Nq] row states the last run_resumed() wrote (null without covered()).
+  virtual const SoftmaxState* resume_states() const { return nullptr; }
 };
 
 /// Why the CUDA estimators cannot take `config` for `problem` (empty: they can).
@@ -46,8 +59,9 @@ bool rows_aligned(const TensorView& t);
 class ExecutorState {
  public:
   ExecutorState(const Problem& problem, const AttendOptions& options);
+  /// resume: device row states to start from (AttendOptions::resume), overriding the options'.
   void enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
-               const TensorView& o, cudaStream_t stream);
+               const TensorView& o, cudaStream_t stream, const SoftmaxState* resume = nullptr);
   /// `mask`: the host copy of the mask the last enqueue() ran (for the visited-tile count).
   AttendStats stats(const TileMask& mask, cudaStream_t stream) const;
   const std::int64_t* cu_q() const { return cu_q_.ptr; }
@@ -57,6 +71,7 @@ class ExecutorState {
  private:
   Problem problem_;
   float* lse_ = nullptr;
+  DeviceRowStates states_;
   detail::DeviceArray<std::int64_t> cu_q_, cu_kv_;
   detail::DeviceArray<int> empty_rows_;
   detail::DeviceArray<unsigned long long> skipped_;

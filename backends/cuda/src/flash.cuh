@@ -5,12 +5,13 @@
 // (mma.sync, sm_80+) runs everything else. Both compute the same function; the conformance target
 // (tests/gpu) checks each against the reference.
 //
-// flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64 and
-// 128: each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
+// flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64, 96,
+// 128 and 256 (96 and 256 run only here: the sm90 kernel takes 64 and 128): each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
 // key tiles of its mask row as one ascending list of key positions, and processes them 64 at a time:
 // the 64 K and V rows are GATHERED by index into shared memory (cp.async, 16-byte copies, zero-fill past
 // the end), so every tile_k from 1 (stripes) to 128 runs the tensor cores on full 64-key chunks.
-// Tile shape: BM = 64 rows, BN = 64 keys, D in {64, 128}; K/V double-buffered; XOR-swizzled rows.
+// Tile shape: BM = 64 rows (128 for query tiles of 128k rows, D <= 128), BN = 64 keys, D in {64, 96, 128, 256} (D = 256:
+// 160 KB of shared memory per CTA); K/V double-buffered; XOR-swizzled rows.
 // Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight with Exp2Fast), fp32 state.
 // Query tiles of 16 or 32 rows: a 64-row CTA is a work item of 64/tile_q consecutive tiles in EXACT mode
 // (FG-Attn §3): it streams the union of their key tiles and each warp masks the keys its own tile did not
@@ -33,9 +34,12 @@ struct FlashParams {
   const void* v;
   void* o;
   float* lse;  // optional [B, Hq, Nq] natural-log LSE
-  // Statistics pass (launch_flash_sm80_state): per row (b·Hq + h)·Nq + i its base-2 online-softmax state (m, l)
-  // over the mask's keys, written instead of O (v, o unused). The anchor passes of SALE and AnchorAttention.
+  // Optional: per row (b·Hq + h)·Nq + i its final base-2 online-softmax state (m, l) (AttendOptions::state_out). The
+  // statistics pass (launch_flash_sm80_state) writes only this (no V, no O): the anchor passes of SALE and
+  // AnchorAttention.
   SoftmaxState* state;
+  // Optional: AttendOptions::resume — rows start from this state and l·O (the kernels: detail::resume_row).
+  const SoftmaxState* resume;
   std::int64_t q_sb, q_sh, q_sn, k_sb, k_sh, k_sn, v_sb, v_sh, v_sn, o_sb, o_sh, o_sn;
   int o_dtype;  // 0 f32, 1 f16, 2 bf16
   int batch, heads_q, heads_kv, seqlen_q, seqlen_kv;  // max lengths

@@ -97,6 +97,17 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   for (int mt = 0; mt < MT; ++mt) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;
   const int g = lane / 4, t4 = lane % 4;
   const int warp_row = warp * 16 * MT;  // first row of this warp inside the CTA
+  const auto o_row = [&](int i) { return (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn; };
+  if constexpr (!kState)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int i = row0 + warp_row + mt * 16 + g + 8 * half;
+        if (i < nq)
+          resume_row<D>(p, b, h, i, o_row(i), t4, m_run[mt][half], l_run[mt][half],
+                        [&](int dt, int e) -> float& { return acc_o[mt][dt][2 * half + e]; });
+      }
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int buf = chunk & 1;
@@ -219,14 +230,11 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
       const int i = row0 + warp_row + mt * 16 + g + 8 * half;
       if (i >= nq) continue;
       if constexpr (kState) {
-        if (t4 == 0) {
-          p.state[(static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i] = SoftmaxState{m_run[mt][half], l};
-          finish_row(p, b, h, i, m_run[mt][half], l);
-        }
+        if (t4 == 0) finish_row(p, b, h, i, m_run[mt][half], l);
         continue;
       }
       const float inv = mask_policy::empty_row(l) ? 0.0f : 1.0f / l;
-      const std::int64_t orow = (p.cu_q ? 0 : b * p.o_sb) + h * p.o_sh + (off_q + i) * p.o_sn;
+      const std::int64_t orow = o_row(i);
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
         store_pair(p, orow, dt * 8 + 2 * t4, acc_o[mt][dt][2 * half] * inv, acc_o[mt][dt][2 * half + 1] * inv);
@@ -250,7 +258,7 @@ void launch(const FlashParams& params, cudaStream_t stream) {
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
   if (params.item_begin != nullptr) launch<T, D, 1, true>(params, stream);
-  else if (params.tile_q % 128 == 0) launch<T, D, 2, false>(params, stream);
+  else if (params.tile_q % 128 == 0 && D <= 128) launch<T, D, 2, false>(params, stream);  // D = 256: 64-row CTAs
   else launch<T, D, 1, false>(params, stream);
 }
 
@@ -266,8 +274,12 @@ template void launch_flash_sm80_state<__half, 128>(const FlashParams&, cudaStrea
 template void launch_flash_sm80_state<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80_state<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__half, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__half, 256>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__nv_bfloat16, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80<__nv_bfloat16, 256>(const FlashParams&, cudaStream_t);
 
 }  // namespace spattn::cuda

@@ -360,6 +360,7 @@ struct Consumer {
     for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
       const WorkItem item = sched.load(w);
       start_item(item);
+      resume(item);
       run_item(item, n, it);
       epilogue<D>(p, item, wg_row0 + warp * 16 + g, t4, acc_o, m_run, l_run);
       it += item.chunks;
@@ -394,6 +395,19 @@ struct Consumer {
     }
   }
 
+  /// AttendOptions::resume: this thread's rows start from the given state and l·O (detail::resume_row).
+  __device__ __forceinline__ void resume(const WorkItem& item) {
+    if (p.resume == nullptr) return;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int i = wg_row0 + warp * 16 + g + 8 * half;
+      if (i >= item.nq) continue;
+      const std::int64_t orow = (p.cu_q ? 0 : item.b * p.o_sb) + item.h * p.o_sh + (item.off_q + i) * p.o_sn;
+      resume_row<D>(p, item.b, item.h, i, orow, t4, m_run[half], l_run[half],
+                    [&](int dt, int e) -> float& { return acc_o[4 * dt + 2 * half + e]; });
+    }
+  }
+
   /// Software pipeline (FlashAttention-3's intra-warpgroup overlap) over the item's chunks, it: the chunks
   /// consumed before this item (stage it % kStages, phase (it / kStages) & 1), n: the CTA's item number. While
   /// P_{j-1}·V_{j-1} runs on the tensor cores, this warpgroup computes the softmax of S_j. Q is released to the
@@ -411,6 +425,7 @@ struct Consumer {
       wgmma_wait<0>();
       if (chunks == 1 && lane == 0) mbar_arrive(sm.q_empty());
       skip_pv = softmax(item, it % kStages, 0, alpha);
+      rescale_o(alpha);  // a resumed row's l·O (otherwise zeros) follows the first chunk's max
       pack_p();
     }
     for (int chunk = 1; chunk < chunks; ++chunk) {

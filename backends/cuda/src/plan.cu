@@ -2,6 +2,7 @@
 // allocated once; and the CUDA backend's estimate() / sparse_attention(), which run through one.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -68,6 +69,7 @@ struct Plan::Impl {
   std::unique_ptr<ExecutorState> executor;
   std::unique_ptr<DeviceEstimator> estimator;
   std::unique_ptr<DeviceTileMask> mask;
+  bool resumed = false;  ///< the last estimate was estimate(q, k, v, o) of a resuming estimator
 };
 
 std::vector<std::string> Plan::not_supported_reasons(const MethodConfig& config, const Problem& problem) {
@@ -81,6 +83,8 @@ Plan::Plan(const MethodConfig& config, const Problem& problem, const AttendOptio
   Impl& m = *impl_;
   m.problem = problem;
   const AttendOptions with_method = attend_options_of(config, options);
+  if (options.resume != nullptr)
+    fail("cuda plan: AttendOptions::resume is attend()'s option; a plan resumes from its own estimator's pass");
   const std::vector<std::string> why = pipeline_not_supported_reasons(config, problem, with_method);
   if (!why.empty()) fail("cuda plan: ", method_name(config), " for ", problem.describe(), " is not supported —", joined(why));
   m.executor = std::make_unique<ExecutorState>(problem, with_method);
@@ -97,6 +101,18 @@ void Plan::estimate(const TensorView& q, const TensorView& k, CUstream_st* strea
     if (!rows_aligned(*t)) fail("cuda plan: q and k need 16-byte aligned rows (pointer and strides multiples of 8 elements)");
   }
   impl_->estimator->run(q, k, *impl_->mask, stream);
+  impl_->resumed = false;
+}
+
+void Plan::estimate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                    CUstream_st* stream) {
+  Impl& m = *impl_;
+  if (m.estimator->covered() == nullptr) return estimate(q, k, stream);
+  m.problem.validate(q, k, v, o);
+  const std::vector<std::string> why = tensor_not_supported_reasons(q, k, v, o);
+  if (!why.empty()) fail("cuda plan: estimate:", joined(why));
+  m.estimator->run_resumed(q, k, v, o, *m.mask, stream);
+  m.resumed = true;
 }
 
 void Plan::attend(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
@@ -105,15 +121,34 @@ void Plan::attend(const TensorView& q, const TensorView& k, const TensorView& v,
   m.problem.validate(q, k, v, o);
   const std::vector<std::string> why = tensor_not_supported_reasons(q, k, v, o);
   if (!why.empty()) fail("cuda plan: attend:", joined(why));
-  m.executor->enqueue(q, k, v, *m.mask, o, stream);
+  m.executor->enqueue(q, k, v, *m.mask, o, stream, m.resumed ? m.estimator->resume_states() : nullptr);
 }
 
 void Plan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o, CUstream_st* stream) {
-  estimate(q, k, stream);
+  estimate(q, k, v, o, stream);
   attend(q, k, v, o, stream);
 }
 
 const DeviceTileMask& Plan::mask() const { return *impl_->mask; }
+
+TileMask Plan::selection(CUstream_st* stream, const TileMask* downloaded) const {
+  const Impl& m = *impl_;
+  TileMask rest = downloaded != nullptr ? *downloaded : m.mask->download(stream);
+  if (!m.resumed) return rest;
+  // Per row: the covered keys (disjoint from the rest: the estimator selects outside them) merged in, ascending.
+  const TileMask& covered = *m.estimator->covered();
+  const MaskShape& s = rest.shape;
+  std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(s.num_rows()));
+  for (std::int64_t b = 0; b < s.batch; ++b)
+    for (std::int64_t h = 0; h < s.mask_heads; ++h)
+      for (std::int64_t t = 0; t < s.num_q_tiles(); ++t) {
+        const auto a = rest.row(b, h, t), c = covered.row(b, covered.mask_head_of(h, m.problem.heads_q), t);
+        auto& row = rows[static_cast<std::size_t>((b * s.mask_heads + h) * s.num_q_tiles() + t)];
+        row.resize(a.size() + c.size());
+        std::merge(a.begin(), a.end(), c.begin(), c.end(), row.begin());
+      }
+  return TileMask::from_rows(s, std::move(rows));
+}
 
 std::size_t Plan::workspace_bytes() const {
   return impl_->estimator->workspace_bytes() + impl_->mask->bytes() + impl_->executor->bytes();
@@ -121,7 +156,7 @@ std::size_t Plan::workspace_bytes() const {
 
 AttendStats Plan::stats(CUstream_st* stream, const TileMask* downloaded) const {
   if (downloaded != nullptr) return impl_->executor->stats(*downloaded, stream);
-  return impl_->executor->stats(impl_->mask->download(stream), stream);
+  return impl_->executor->stats(selection(stream), stream);
 }
 
 // ---- CudaBackend's estimators and pipeline ----
@@ -165,7 +200,7 @@ SparseAttentionResult CudaBackend::sparse_attention(const MethodConfig& config, 
   SparseAttentionResult r;
   r.estimate.method = std::string(method_name(config));
   r.estimate.backend = "cuda";
-  r.estimate.mask = plan.mask().download(nullptr);
+  r.estimate.mask = plan.selection(nullptr);
   r.attend = plan.stats(nullptr, &r.estimate.mask);
   return r;
 }

@@ -8,11 +8,25 @@
 
 namespace spattn {
 
+struct SoftmaxState;  // spattn/online_softmax.hpp
+
 struct AttendOptions {
   std::string backend = "auto";  ///< "auto" or a backend's name ("reference", …)
   /// Optional [B, Hq, Nq] fp32 output: each row's natural-log log-sum-exp (-inf for a row with no key).
   /// Variable-length batches: row n of sequence b is at (b·Hq + h)·seqlen_q + n.
   float* lse = nullptr;
+  /// Optional [B, Hq, Nq] output (indexed like lse, in the tensors' memory): each row's final base-2 online-softmax
+  /// state (m, l) (spattn/online_softmax.hpp; (−inf, 0) for a row with no key). With O, what a later call resumes from.
+  SoftmaxState* state_out = nullptr;
+  /// Resume (optional [B, Hq, Nq] input, indexed like lse, in the tensors' memory): row i starts from the state
+  /// resume[(b·Hq + h)·Nq + i] = (m, l) and the accumulator l·O[i] — O holding, in its dtype, the normalised output of
+  /// the call that wrote that state (state_out) over the keys it covered — instead of the empty state (−inf, 0, 0);
+  /// then it visits the keys of `mask` as always. A row whose l is 0 starts empty and O is not read. The two calls
+  /// together compute attention over the union of their masks, up to rounding (O's dtype rounds the first call's part;
+  /// the keys are visited in another order): so an estimator's exact pass over part of each row (AnchorAttention's
+  /// anchor region) becomes part of the answer instead of being computed twice. With qk_int8, both calls must use
+  /// it. Equivalently, a caller that has a row's natural-log LSE λ may pass (λ·log2 e, 1).
+  const SoftmaxState* resume = nullptr;
   /// SpargeAttn's PV-skip (Stage 2, research/spargeattn.md §5), off at +inf. Key tiles are visited in
   /// ascending order; after QKᵀ of a tile, the rows of a vote group skip the tile — no max update, no
   /// weights in the denominator, no P·V — when for every row (tile max − running max) < −pv_threshold

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "spattn/backend.hpp"
+#include "spattn/online_softmax.hpp"
 #include "spattn/tensor.hpp"
 
 struct CUstream_st;
@@ -107,6 +108,13 @@ struct DevicePvSkip {
   unsigned long long* skipped = nullptr;
 };
 
+/// AttendOptions::state_out and AttendOptions::resume in device memory ([B, Hq, Nq] states, indexed like lse), for
+/// attend_async: write each row's final (m, l); start rows from given states and l·O.
+struct DeviceRowStates {
+  SoftmaxState* state_out = nullptr;
+  const SoftmaxState* resume = nullptr;
+};
+
 /// Enqueues the executor on `stream` without synchronising. On a compute-capability-9.0 GPU, masks with
 /// tile_q a multiple of 128 run the sm90 WGMMA kernel, everything else the mma.sync kernel; the environment
 /// variable SPATTN_CUDA_KERNEL=sm80 forces the latter (A/B comparisons, conformance of both). Arguments must already be validated and
@@ -115,7 +123,7 @@ struct DevicePvSkip {
 void attend_async(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                   const DeviceTileMask& mask, const TensorView& o, float* lse, const std::int64_t* cu_seqlens_q,
                   const std::int64_t* cu_seqlens_kv, int* empty_rows, CUstream_st* stream = nullptr,
-                  const DevicePvSkip* pv_skip = nullptr);
+                  const DevicePvSkip* pv_skip = nullptr, const DeviceRowStates& states = {});
 
 class CudaBackend final : public Backend {
  public:

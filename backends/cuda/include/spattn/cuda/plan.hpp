@@ -24,20 +24,31 @@ class Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
 
-  /// Enqueues the estimate of q, k into mask().
+  /// Enqueues the estimate of q, k into mask(): the method's whole selection.
   void estimate(const TensorView& q, const TensorView& k, CUstream_st* stream = nullptr);
-  /// Enqueues the executor over mask() (the last estimate enqueued before it on `stream`).
+  /// The estimate as the start of the answer: for a method whose estimator runs an exact pass over part of each
+  /// row (AnchorAttention: its anchor region), that pass writes those keys' part of o and each row's state, and
+  /// mask() gets the rest of the selection; the next attend() (same o) resumes the rows (AttendOptions::resume),
+  /// so those keys are computed once. Other methods: estimate(q, k).
+  void estimate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                CUstream_st* stream = nullptr);
+  /// Enqueues the executor over mask() (the last estimate enqueued before it on `stream`; resumed after
+  /// estimate(q, k, v, o)).
   void attend(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
               CUstream_st* stream = nullptr);
-  /// estimate() then attend().
+  /// estimate(q, k, v, o) then attend().
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
            CUstream_st* stream = nullptr);
 
+  /// The mask the executor runs: after estimate(q, k, v, o) of a resuming method, without the keys its pass covered.
   const DeviceTileMask& mask() const;
+  /// The method's whole selection on the host (waits for `stream`): mask() with the keys the estimator's pass
+  /// covered when the last estimate resumed. `downloaded`: the caller's mask().download(), if it has one.
+  TileMask selection(CUstream_st* stream = nullptr, const TileMask* downloaded = nullptr) const;
   /// Device bytes held: estimator workspace + mask + counters.
   std::size_t workspace_bytes() const;
-  /// Counts of the last attend() (empty rows, PV-skipped pairs, visited tiles): waits for `stream`. `downloaded`:
-  /// the caller's host copy of mask() (mask().download()), if it has one; otherwise the mask is downloaded here.
+  /// Counts of the last attend() (empty rows, PV-skipped pairs, visited tiles — of the whole selection): waits for
+  /// `stream`. `downloaded`: the caller's selection(), if it has one; otherwise it is downloaded here.
   AttendStats stats(CUstream_st* stream = nullptr, const TileMask* downloaded = nullptr) const;
 
  private:
