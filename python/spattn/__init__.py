@@ -185,7 +185,8 @@ class Plan:
         return out
 
     def mask(self, stream=None):
-        """The last estimated mask, downloaded (waits for `stream`, default: the legacy default stream)."""
+        """The method's whole selection of the last run, downloaded (waits for `stream`, default: the legacy default
+        stream); for a method whose estimator computes part of each row exactly (AnchorAttention), with those keys."""
         return self._plan.mask(_LEGACY_DEFAULT_STREAM if stream is None else stream)
 
     @property

@@ -64,7 +64,7 @@ class PyPlan {
 
   TileMask mask(std::int64_t stream) const {
     py::gil_scoped_release unlocked;
-    return plan_->mask().download(reinterpret_cast<CUstream_st*>(stream));
+    return plan_->selection(reinterpret_cast<CUstream_st*>(stream));
   }
   std::size_t workspace_bytes() const { return plan_->workspace_bytes(); }
 
