@@ -2,14 +2,10 @@
 
 #include <sstream>
 
-// The DLPack header: Debian's libdlpack-dev (dlpack/dlpack.h), or where that is not installed the
-// copy PyTorch installs with itself (python/CMakeLists.txt picks; only the header is used, nothing
-// of torch is linked).
-#if defined(SPATTN_DLPACK_FROM_ATEN)
-#include <ATen/dlpack.h>
-#else
+// The DLPack header: Debian's libdlpack-dev (dlpack/dlpack.h), or where that is not installed a copy
+// of the one PyTorch installs (python/CMakeLists.txt; only the header is used, nothing of torch is
+// linked).
 #include <dlpack/dlpack.h>
-#endif
 
 #include "spattn/error.hpp"
 

@@ -13,6 +13,13 @@ PYTHON=$(command -v "${PYTHON:-python3}")
 BUILD=${BUILD:-build-python-cuda}
 OUT=${OUT:-$BUILD}
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+# The system compiler where there is one: a compiler wrapper that links libstdc++ statically into shared objects
+# (our H100 machine's CXX=/opt/gcc/bin/g++) gives a module that crashes at its first use of a C++ stream (GCC 13 sets
+# up the streams inside libstdc++.so). SPATTN_PY_CXX overrides.
+if [[ -n ${SPATTN_PY_CXX:-} || -x /usr/bin/g++ ]]; then
+  export CXX=${SPATTN_PY_CXX:-/usr/bin/g++}
+  export CUDAHOSTCXX=$CXX
+fi
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
 
