@@ -687,6 +687,8 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
 }
 
 TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on new inputs") {
+  check_graph_replays(DenseConfig{}, WorkloadKind::llm, true);  // every reachable tile, written on the device
+  check_graph_replays(DenseConfig{64, 32}, WorkloadKind::video, true);  // merged 128-row items on the sm90 kernel
   check_graph_replays(sparge::Config{}, WorkloadKind::llm, true);  // defaults: 128 × 64 blocks, top-k 0.5
   fg_attn::Config fg;  // defaults: 32 × 32 tiles (merged items built on the device), top-p 0.9
   check_graph_replays(fg, WorkloadKind::video, true);
