@@ -289,13 +289,20 @@ def capture():
     detail = f"layer 1 q {q.shape} k {k.shape}: attention output reproduced (max |diff| {err:.1e})"
     # The SDPA drop-in patched into the model (bf16 on the GPU).
     model = model.to(torch.bfloat16)
-    with torch.no_grad():
-        want = model(ids).logits.float()
-        with spattn.torch.patched(method="dense"):
-            got_logits = model(ids).logits.float()
+    # The patch must reach spattn: count its calls (a model whose SDPA was not replaced would match trivially).
+    calls, original = [], spattn.torch.sparse_attention
+    spattn.torch.sparse_attention = lambda *a, **kw: (calls.append(1), original(*a, **kw))[1]
+    try:
+        with torch.no_grad():
+            want = model(ids).logits.float()
+            with spattn.torch.patched(method="dense"):
+                got_logits = model(ids).logits.float()
+    finally:
+        spattn.torch.sparse_attention = original
+    assert len(calls) == config.num_hidden_layers, f"spattn ran {len(calls)} times, not once per layer"
     err = rel_l1(got_logits, want)
     assert err < 2e-2, f"patched model logits rel_l1 {err:.2e}"
-    return detail + f"; model with spattn.torch.patched(method='dense'): logits rel_l1 {err:.2e}"
+    return detail + f"; model with spattn.torch.patched(method='dense'): {len(calls)} spattn calls, logits rel_l1 {err:.2e}"
 
 
 def main():
