@@ -10,6 +10,9 @@
 #if defined(SPATTN_HAVE_CUDA)
 #include "spattn/cuda/backend.hpp"
 #endif
+#if defined(SPATTN_HAVE_KOKKOS)
+#include "spattn/kokkos/backend.hpp"
+#endif
 #include "spattn/spattn.hpp"
 
 namespace spattn {
@@ -19,6 +22,9 @@ const std::vector<std::unique_ptr<Backend>>& backends() {
     std::vector<std::unique_ptr<Backend>> l;
 #if defined(SPATTN_HAVE_CUDA)
     l.push_back(std::make_unique<cuda::CudaBackend>());
+#endif
+#if defined(SPATTN_HAVE_KOKKOS)
+    l.push_back(std::make_unique<kokkos::KokkosBackend>());
 #endif
     l.push_back(std::make_unique<reference::ReferenceBackend>());
     return l;

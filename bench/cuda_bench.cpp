@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "random_mask.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/reference/executor.hpp"
 #include "spattn/spattn.hpp"
@@ -20,6 +21,7 @@
 #include "spattn/tensor.hpp"
 
 using namespace spattn;
+using spattn::bench::random_block_mask;
 
 namespace {
 
@@ -28,20 +30,6 @@ void ck(cudaError_t e) {
     std::fprintf(stderr, "CUDA error: %s\n", cudaGetErrorString(e));
     std::exit(1);
   }
-}
-
-TileMask random_block_mask(const MaskShape& s, double density, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> u(0, 1);
-  const std::int64_t tq = s.num_q_tiles(), tk = s.num_k_tiles();
-  std::vector<std::uint8_t> bits(static_cast<std::size_t>(s.num_rows() * tk));
-  for (std::int64_t r = 0; r < s.num_rows(); ++r) {
-    const std::int64_t t = r % tq;
-    const std::int64_t diag = ((t + 1) * s.tile_q - 1 + s.seqlen_kv - s.seqlen_q) / s.tile_k;
-    for (std::int64_t k = 0; k < tk; ++k)
-      bits[static_cast<std::size_t>(r * tk + k)] = (k == 0 || k >= diag - (s.tile_q / s.tile_k) + 1 || u(gen) < density);
-  }
-  return TileMask::from_bitmap(s, bits);
 }
 
 }  // namespace

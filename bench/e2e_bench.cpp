@@ -5,6 +5,13 @@
 // reachable tiles), estimate / attend / estimate+attend times, relative L1 error of the output against dense
 // attention, device workspace (estimator + mask + executor state). Writes each mask's tile bitmap
 // [mask heads, Tq, Tk] as OUT_DIR/mask_<N>_<tq>x<tk>_<name>.npy (if OUT_DIR is set) for the FlexAttention peer.
+// Built with the Kokkos backend (SPATTN_ENABLE_KOKKOS with a CUDA Kokkos), the same run times the portable Kokkos code
+// against the hand-written kernels on the same device inputs (KOKKOS=0 skips it): the executor on the dense and an
+// 11 % random block mask (128 × 128 tiles; spattn::attend with backend "kokkos" against cuda::attend_async, relative
+// L1 between the two outputs), and each estimator Kokkos implements (spattn::estimate with backend "kokkos", mask
+// download included, against the plan's estimate; decisions that differ from the CUDA mask). Kokkos timings: one
+// warm-up, median of 3. SALE's Kokkos estimate (scalar integer products of every candidate block: minutes at 32K) runs
+// only with KOKKOS_SALE=1.
 //   WORKLOAD=video [ARMS=fgattn] ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
 
@@ -13,8 +20,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "random_mask.hpp"
 #include "spattn/cuda/plan.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
@@ -32,13 +41,13 @@ void ck(cudaError_t e) {
 }
 
 template <class F>
-float median_ms(F&& f) {
-  for (int i = 0; i < 3; ++i) f();
+float median_ms(F&& f, int warmups = 3, int runs = 10) {
+  for (int i = 0; i < warmups; ++i) f();
   std::vector<float> t;
   cudaEvent_t a, b;
   ck(cudaEventCreate(&a));
   ck(cudaEventCreate(&b));
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < runs; ++i) {
     ck(cudaEventRecord(a));
     f();
     ck(cudaEventRecord(b));
@@ -70,6 +79,41 @@ double rel_l1(const HostTensor& got, const HostTensor& want) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) num += std::fabs(double(a[i]) - b[i]), den += std::fabs(double(b[i]));
   return num / den;
+}
+
+/// Decisions (reachable tiles) in which two masks of one shape differ.
+std::int64_t differing_decisions(const TileMask& a, const TileMask& b) {
+  const std::vector<std::uint8_t> x = a.to_bitmap(), y = b.to_bitmap();
+  std::int64_t n = 0;
+  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) n += x[i] != y[i] ? 1 : 0;
+  return x.size() == y.size() ? n : -1;
+}
+
+bool kokkos_arms() {
+#if defined(SPATTN_BENCH_KOKKOS)
+  const char* env = std::getenv("KOKKOS");
+  return env == nullptr || std::string(env) != "0";
+#else
+  return false;
+#endif
+}
+
+/// The Kokkos executor against the hand-written one on `mask` (same inputs, same output buffer).
+void kokkos_executor_arm(const char* name, const Problem& p, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const TensorView& o, const TileMask& mask, HostTensor& out_cuda,
+                         HostTensor& out_kokkos) {
+  const cuda::DeviceTileMask dmask(mask);
+  const float cuda_ms = median_ms([&] { cuda::attend_async(p, q, k, v, dmask, o, nullptr, nullptr, nullptr, nullptr); });
+  ck(cudaDeviceSynchronize());
+  ck(cudaMemcpy(out_cuda.data(), o.data, out_cuda.size_bytes(), cudaMemcpyDeviceToHost));
+  AttendOptions options;
+  options.backend = "kokkos";
+  const float kokkos_ms = median_ms([&] { attend(p, q, k, v, mask, o, options); }, 1, 3);
+  ck(cudaMemcpy(out_kokkos.data(), o.data, out_kokkos.size_bytes(), cudaMemcpyDeviceToHost));
+  std::printf("%-7lld %-26s %8.3f  executor: cuda %9.3f ms, kokkos %9.3f ms (%.2fx), rel L1 kokkos vs cuda %.2e\n",
+              static_cast<long long>(p.seqlen_q), name, mask.stats().density, cuda_ms, kokkos_ms, kokkos_ms / cuda_ms,
+              rel_l1(out_kokkos, out_cuda));
+  std::fflush(stdout);
 }
 
 std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
@@ -159,6 +203,13 @@ int main(int argc, char** argv) {
     }
     std::printf("%-7lld %-26s %8.3f %9s %9s %9.3f %9.3f %9s %9s %10s\n", static_cast<long long>(n), "dense (spattn)", 1.0,
                 "-", "-", dense_ms, dense_ms, "1.00", "0", "-");
+    if (kokkos_arms()) {
+      HostTensor out_kokkos(DType::bf16, 1, 32, n, 128);
+      kokkos_executor_arm("kokkos dense 128x128", p, q, k, v, o, TileMask::dense(MaskShape::of(p, 128, 128)), out,
+                          out_kokkos);
+      kokkos_executor_arm("kokkos random 11% 128x128", p, q, k, v, o,
+                          spattn::bench::random_block_mask(MaskShape::of(p, 128, 128), 0.11, 7), out, out_kokkos);
+    }
     const char* only = std::getenv("ARMS");  // run only the configs whose name contains this
     for (const auto& [arm_name, config] : arms_of(kind)) {
       if (only != nullptr && arm_name.find(only) == std::string::npos) continue;
@@ -186,6 +237,21 @@ int main(int argc, char** argv) {
                   arm_name.c_str(), density, est, att, e2e, dense_ms, dense_ms / e2e, rel_l1(out, dense_out),
                   static_cast<double>(plan.workspace_bytes()) / 1048576.0);
       std::fflush(stdout);
+      EstimateOptions kokkos_options;
+      kokkos_options.backend = "kokkos";
+      if (kokkos_arms()) {
+        for (const auto& be : backends())
+          if (be->name() == "kokkos" && be->estimate_not_supported_reasons(config, p, q, k, kokkos_options).empty() &&
+              (!std::holds_alternative<sale::Config>(config) || std::getenv("KOKKOS_SALE") != nullptr)) {
+            Estimate e;
+            const float kokkos_est = median_ms([&] { e = spattn::estimate(config, p, q, k, kokkos_options); }, 1, 3);
+            std::printf("%-7lld %-26s %8.3f  estimate: cuda %9.3f ms, kokkos %9.3f ms (%.2fx, mask download included), "
+                        "%lld decisions differ from the CUDA mask\n",
+                        static_cast<long long>(n), arm_name.c_str(), e.mask.stats().density, est, kokkos_est,
+                        kokkos_est / est, static_cast<long long>(differing_decisions(e.mask, mask)));
+            std::fflush(stdout);
+          }
+      }
       if (out_dir != nullptr) {
         std::string name = arm_name;
         std::replace(name.begin(), name.end(), ' ', '_');

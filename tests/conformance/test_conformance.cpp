@@ -27,7 +27,9 @@ TEST_CASE("conformance: executor table on every host backend") {
       CHECK(r.empty_rows == r.reference_empty_rows);
       CHECK(r.backend == backend->name());
     }
-    if (backend->name() == "reference") CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
+    // The reference covers every case; so does Kokkos (asked for by name on host memory).
+    if (backend->name() == "reference" || backend->name() == "kokkos")
+      CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
     MESSAGE(backend->name() << ": " << ran << " executor cases on host memory");
   }
 }
@@ -48,7 +50,8 @@ TEST_CASE("conformance: executor table resumed (state_out, then resume over the 
       CHECK(r.bad_lse == 0);
       CHECK(r.empty_rows == r.reference_empty_rows);
     }
-    if (backend->name() == "reference") CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
+    if (backend->name() == "reference" || backend->name() == "kokkos")
+      CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
     MESSAGE(backend->name() << ": " << ran << " resumed executor cases on host memory");
   }
 }
@@ -65,11 +68,24 @@ TEST_CASE("conformance: estimator table on every host backend, decision by decis
       if (!r.not_supported.empty()) continue;
       ++ran;
       CHECK(r.decisions > 0);
-      // Host backends follow the core's fixed-order arithmetic: bit-identical masks.
-      CHECK(r.differing == 0);
+      CHECK(r.backend == backend->name());
+      // Host backends follow the core's fixed-order arithmetic: bit-identical masks. Except Kokkos' BFLA group scores,
+      // AnchorAttention anchors and SALE sink-local states: fma chains in a fixed order where the reference has Eigen
+      // products, so a decision
+      // at a threshold may differ (at most 2 %, as the CUDA estimators'; test_kokkos.cpp checks those sums within their
+      // rounding bound and every rule after them bit for bit).
+      if (backend->name() == "kokkos" &&
+          (std::holds_alternative<bfla::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config) ||
+           std::holds_alternative<sale::Config>(c.config))) {
+        MESSAGE(case_name << ": " << r.differing << " of " << r.decisions << " decisions differ from the reference");
+        CHECK(r.differing * 50 <= r.decisions);
+      } else {
+        CHECK(r.differing == 0);
+      }
       sparse += r.density < 1.0 ? 1 : 0;
       if (!(r.density < 1.0)) MESSAGE("dense at this seed: " << case_name);
     }
+    if (backend->name() == "kokkos") CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
     if (backend->name() == "reference") {
       CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
       CHECK(2 * sparse >= ran);  // the table exercises selections, not only dense fallbacks

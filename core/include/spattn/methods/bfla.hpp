@@ -51,7 +51,7 @@ struct Config {
   float keep_ratio = 0.0f;        ///< code's top-k rule: k = max(min_keep, ⌊Lkv·ratio⌋) [0, 1] (0 and 0 = off)
   std::int32_t min_keep_blocks = 0;  ///< [0, 2^30]
 
-  std::int32_t tile_q() const { return block < 128 ? block : 128; }
+  SPATTN_HD std::int32_t tile_q() const { return block < 128 ? block : 128; }
   /// Throws spattn::Error naming the bad field.
   void validate() const;
 };

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The Kokkos backend on an NVIDIA GPU, in two steps.
+#
+# 1. On the build machine (Debian 12, nvcc 13 in /usr/local/cuda), from the repository root:
+#      bash backends/kokkos/device.sh build [CARRY_DIR]        (default CARRY_DIR: .devbuild/kokkos)
+#    builds Kokkos 4.6 (the snapshot of ../shared/deps, CUDA 13 patch, Hopper, static libraries) into
+#    $KOKKOS_PREFIX (default /work/kokkos-cuda/install) unless it is there, then spattn with the Kokkos backend and
+#    the hand-written CUDA backend for sm_90a (build-kokkos-cuda/), and copies what the GPU machine needs into
+#    CARRY_DIR (about 30 MB): spattn_kokkos_gpu_tests, spattn_bench_e2e (stripped), libtbb.so.12 and libcudart.so.13
+#    (Kokkos and spattn are static libraries; the driver, libcuda.so.1, is the GPU machine's).
+# 2. On the GPU machine, from the repository root, with CARRY_DIR carried along:
+#      bash backends/kokkos/device.sh run CARRY_DIR [LENGTHS...]   (default 32768)
+#    runs the conformance table on Kokkos::Cuda against the reference, then spattn_bench_e2e for WORKLOADS (default
+#    "llm video": causal bf16, Hq = 32, Hkv = 8, D = 128; non-causal, Hkv = 32): the hand-written arms and, in the same
+#    run, the Kokkos executor (dense and 11 % block masks) and each Kokkos estimator of the workload's arms (SpargeAttn,
+#    BFLA, AnchorAttention; FG-Attn on video; SALE only with KOKKOS_SALE=1) against the hand-written ones. Logs in $OUT.
+set -euo pipefail
+mode=${1:?usage: device.sh build [CARRY_DIR] | device.sh run CARRY_DIR [LENGTHS...]}
+shift
+case $mode in
+  build)
+    carry=${1:-.devbuild/kokkos}
+    prefix=${KOKKOS_PREFIX:-/work/kokkos-cuda/install}
+    deps=$(realpath "${DEPS:-../shared/deps}")
+    export PATH=/usr/local/cuda/bin:$PATH
+    if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake ]]; then
+      src=$(mktemp -d)
+      tar xzf "$deps/kokkos-develop-2025-06-20.tar.gz" -C "$src"
+      (cd "$src/kokkos-develop-2025-06-20" && patch -p1 < "$deps/kokkos-cuda13.patch" &&
+        NVCC_WRAPPER_DEFAULT_COMPILER=g++ cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=20 \
+          -DCMAKE_CXX_COMPILER="$PWD/bin/nvcc_wrapper" -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON \
+          -DKokkos_ARCH_HOPPER90=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" &&
+        cmake --build build -j "$(nproc)" && cmake --install build)
+    fi
+    cmake -S . -B build-kokkos-cuda -DCMAKE_BUILD_TYPE=Release -DSPATTN_ENABLE_KOKKOS=ON -DKokkos_ROOT="$prefix" \
+      -DSPATTN_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DSPATTN_BUILD_TOOLS=OFF \
+      -DSPATTN_BUILD_BENCH=ON -DSPATTN_WERROR=ON -DSPATTN_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a"
+    cmake --build build-kokkos-cuda --target spattn_kokkos_gpu_tests spattn_bench_e2e -j "${JOBS:-2}"
+    mkdir -p "$carry"
+    cp build-kokkos-cuda/tests/spattn_kokkos_gpu_tests build-kokkos-cuda/bench/spattn_bench_e2e "$carry/"
+    strip "$carry/spattn_kokkos_gpu_tests" "$carry/spattn_bench_e2e"
+    cp -L "$(ldconfig -p | awk '/libtbb\.so\.12 /{print $NF; exit}')" "$carry/libtbb.so.12"
+    cp -L /usr/local/cuda/lib/libcudart.so.13 "$carry/"  # the runtime it was built with (the driver is the GPU machine's)
+    ls -la "$carry"
+    ;;
+  run)
+    dir=${1:?CARRY_DIR}
+    shift
+    lengths=${*:-32768}
+    out=${OUT:-/tmp}
+    export LD_LIBRARY_PATH=$dir:${LD_LIBRARY_PATH:-}
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+    set +e
+    "$dir/spattn_kokkos_gpu_tests" > "$out/kokkos_gpu_tests.log" 2>&1
+    echo "== spattn_kokkos_gpu_tests exit status: $?"
+    grep -E "MESSAGE|ERROR|test cases|assertions|Status" "$out/kokkos_gpu_tests.log" | sed 's/^.*MESSAGE: //' | tail -30
+    for workload in ${WORKLOADS:-llm video}; do
+      WORKLOAD=$workload "$dir/spattn_bench_e2e" $lengths > "$out/kokkos_e2e_$workload.md" 2>&1
+      echo "== spattn_bench_e2e ($workload, Kokkos arms) exit status: $?"
+      cat "$out/kokkos_e2e_$workload.md"
+    done
+    ;;
+  *)
+    echo "device.sh: unknown mode '$mode' (build or run)" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,270 @@
+// BFLA's Stage 1 (research/bfla.md; the rules in spattn/methods/bfla.hpp) as Kokkos kernels:
+//   1. flattened-group scores S[u][v] = Σ_t q_{ug+t}·k_{vg+t} of the causal block pairs, a team per (batch, query head,
+//      query group), the group's rows in team scratch, a key group per thread: one fma chain over t then e (a fixed
+//      order, not the reference's Eigen GEMM: scores agree within rounding, so a decision at a threshold may differ);
+//   2. a team per (batch, KV head, query block): block maxima, the mass rule (TopCdf with the crossing included, its
+//      order as ranks), the code's optional threshold and top-k rules, the union over the KV head's query heads, sink,
+//      band, causal limit and the coarse-grid rescues;
+//   3. a team per executor row: the expansion to tiles and the tile-grid rescues, written as a bitmap row.
+// Every rule after the scores is the reference's (reference/src/bfla.cpp): given the same scores, the same mask (the
+// test feeds reference::bfla_mask_from_scores with these scores).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <vector>
+
+#include "kernel_args.hpp"
+#include "spattn/mask.hpp"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/bfla.hpp"
+#include "spattn/online_softmax.hpp"
+#include "spattn/topcdf.hpp"
+
+namespace spattn::kokkos {
+
+/// The mask (one per KV head); `scores`, when not null, receives each (b, hq)'s group scores as
+/// reference::bfla_group_scores lays them out (non-causal pairs 0: no rule reads them).
+template <class Exec>
+TileMask bfla_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& c,
+                          std::vector<std::vector<float>>* scores);
+
+namespace detail {
+
+struct BflaGeometry {
+  std::int64_t g, block, per_block, gq, gk, lq, lkv;  ///< gq, gk, lq, lkv: maxima over the batch
+  KOKKOS_INLINE_FUNCTION std::int64_t pair(std::int64_t bh, std::int64_t u, std::int64_t v) const {
+    return (bh * gq + u) * gk + v;
+  }
+};
+
+template <class Exec>
+struct BflaGroupScores {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  DeviceTensor q, k;
+  BflaGeometry geo;
+  float* scores;  ///< [B·Hq][gq][gk]
+  int level;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t u = team.league_rank() % geo.gq, bh = team.league_rank() / geo.gq;
+    const std::int64_t b = bh / s.heads_q, h = bh % s.heads_q, hkv = h / s.group();
+    const std::int64_t nq = s.nq(b), nkv = s.nkv(b), g = geo.g, d = s.d;
+    if (u * g >= nq) return;
+    const std::int64_t rows = g < nq - u * g ? g : nq - u * g;
+    const std::int64_t gk = (nkv + g - 1) / g;
+    const std::int64_t reach = bfla::causal_blocks(u / geo.per_block, nq, nkv, geo.block, s.causal) * geo.per_block;
+    float* qs = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * g * d));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * d), [&](std::int64_t x) {
+      qs[x] = q.load(s.row(q, true, b, h, u * g + x / d) + x % d);
+    });
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, gk), [&](std::int64_t v) {
+      float acc = 0.0f;
+      if (v < reach)
+        for (std::int64_t t = 0; t < rows && v * g + t < nkv; ++t) {
+          const std::int64_t at = s.row(k, false, b, hkv, v * g + t);
+          for (std::int64_t e = 0; e < d; ++e) acc = fma_f32(qs[t * d + e], k.load(at + e), acc);
+        }
+      scores[geo.pair(bh, u, v)] = acc;
+    });
+  }
+};
+
+template <class Exec>
+struct BflaBlockRule {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  BflaGeometry geo;
+  bfla::Config c;  // plain values only (no vectors)
+  std::int64_t local;
+  const float* scores;
+  std::uint8_t* coarse;  ///< [B·Hkv][lq][lkv]
+  int level;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t i = team.league_rank() % geo.lq, bk = team.league_rank() / geo.lq;
+    const std::int64_t b = bk / s.heads_kv, hkv = bk % s.heads_kv;
+    const std::int64_t nq = s.nq(b), nkv = s.nkv(b), bs = geo.block, per_block = geo.per_block;
+    const std::int64_t lq = (nq + bs - 1) / bs, lkv = (nkv + bs - 1) / bs;
+    const std::int64_t gq = (nq + geo.g - 1) / geo.g, gk = (nkv + geo.g - 1) / geo.g;
+    if (i >= lq || lkv == 0) return;  // a sequence without keys keeps nothing
+    const std::int64_t reach = bfla::causal_blocks(i, nq, nkv, bs, s.causal);
+    float* x = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * geo.lkv));
+    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * geo.lkv));
+    float* sorted = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * geo.lkv));
+    int* rank = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * geo.lkv));
+    int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
+    std::uint8_t* keep = coarse + (bk * geo.lq + i) * geo.lkv;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lkv), [&](std::int64_t j) { keep[j] = 0; });
+
+    for (std::int64_t h = hkv * s.group(); h < (hkv + 1) * s.group(); ++h) {
+      const std::int64_t bh = b * s.heads_q + h;
+      team.team_barrier();
+      // Block scores of the causal blocks (max over their group pairs, base 2); all finite?
+      int finite = 1;
+      Kokkos::parallel_reduce(
+          Kokkos::TeamThreadRange(team, lkv),
+          [&](std::int64_t j, int& fin) {
+            float best = -INFINITY;
+            for (std::int64_t u = i * per_block; u < bfla::groups_end(i, per_block, gq); ++u)
+              for (std::int64_t v = j * per_block; v < bfla::groups_end(j, per_block, gk); ++v) {
+                const float sv = scores[geo.pair(bh, u, v)];
+                best = best < sv ? sv : best;  // std::max(best, sv)
+              }
+            x[j] = j < reach ? best * s.scale_log2 : -INFINITY;
+            if (j < reach && !std::isfinite(x[j])) fin = 0;
+          },
+          Kokkos::Min<int>(finite));
+      float m = -INFINITY;
+      Kokkos::parallel_reduce(
+          Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j, float& mx) { mx = mx < x[j] ? x[j] : mx; },
+          Kokkos::Max<float>(m));
+      if (!(m > Kokkos::reduction_identity<float>::max())) m = -INFINITY;
+      team.team_barrier();
+      if (bfla::keep_all_blocks(finite != 0, c.gamma)) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) { keep[j] = 1; });
+        continue;
+      }
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lkv), [&](std::int64_t j) {
+        prob[j] = j < reach ? selection_weight(x[j], m) : 0.0f;
+      });
+      team.team_barrier();
+      if (c.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
+          int r = 0;
+          for (std::int64_t a = 0; a < reach; ++a)
+            r += selection_before(prob[a], static_cast<int>(a), prob[j], static_cast<int>(j)) ? 1 : 0;
+          rank[j] = r;
+          sorted[r] = prob[j];
+        });
+        team.team_barrier();
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          *cut = top_cdf_count(sorted, static_cast<int>(reach), c.gamma, 1, true);
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
+          if (rank[j] < *cut) keep[j] = 1;
+        });
+      }
+      if (c.prob_threshold <= 1.0f) {
+        team.team_barrier();
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          const float z = sum_sequential(prob, lkv);
+          for (std::int64_t j = 0; j < reach; ++j)
+            if (bfla::above_prob_threshold(prob[j], z, c.prob_threshold)) keep[j] = 1;
+        });
+      }
+      if (c.keep_ratio > 0.0f || c.min_keep_blocks > 0) {  // the code's top-k floor, by score
+        const std::int64_t kk = bfla::topk_floor(c.min_keep_blocks, c.keep_ratio, lkv);
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
+          std::int64_t r = 0;
+          for (std::int64_t a = 0; a < reach; ++a)
+            r += selection_before(x[a], static_cast<int>(a), x[j], static_cast<int>(j)) ? 1 : 0;
+          if (r < kk) keep[j] = 1;
+        });
+      }
+    }
+    team.team_barrier();
+    // Sink and local band, the causal limit, then the coarse-grid rescues of the dropped causal blocks.
+    const bfla::Band band = bfla::band(i, nq, nkv, bs, local);
+    const bool coarse_rescues = c.rescue_grid == bfla::RescueGrid::coarse;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lkv), [&](std::int64_t j) {
+      bool kept = keep[j] != 0 || j == 0 || (band.first <= j && j <= band.last);
+      if (j >= reach) kept = false;
+      else if (!kept && coarse_rescues)
+        kept = (c.eta > 0 && bfla::stride_rescued(i, j, c.seed, c.eta)) ||
+               (c.rho > 0.0f && bfla::random_rescued(i, j, hkv, c.seed, c.rho));
+      keep[j] = kept ? 1 : 0;
+    });
+  }
+};
+
+template <class Exec>
+struct BflaExpand {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  BflaGeometry geo;
+  bfla::Config c;
+  std::int64_t tq, tk;  ///< executor tiles (maxima)
+  const std::uint8_t* coarse;
+  std::uint8_t* keep;  ///< bitmap [B·Hkv·tq][tk]
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t row = team.league_rank(), r = row % tq, bk = row / tq;
+    const std::int64_t b = bk / s.heads_kv, hkv = bk % s.heads_kv, nq = s.nq(b), nkv = s.nkv(b);
+    const std::int32_t tile_q = c.tile_q();
+    if (r * tile_q >= nq || nkv == 0) return;
+    const std::int64_t tiles_k = (nkv + c.tile - 1) / c.tile;
+    const std::int64_t reach = mask_policy::reachable_tiles<std::int64_t>(r, tile_q, c.tile, nq, nkv, s.causal);
+    const std::uint8_t* from = coarse + (bk * geo.lq + bfla::coarse_q(r, tile_q, c.block)) * geo.lkv;
+    const bool tile_rescues = c.rescue_grid == bfla::RescueGrid::tile;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tiles_k), [&](std::int64_t t) {
+      bool kept = from[bfla::coarse_k(t, c.tile, c.block)] != 0;
+      if (!kept && tile_rescues && t < reach)
+        kept = (c.eta > 0 && bfla::stride_rescued(r, t, c.seed, c.eta)) ||
+               (c.rho > 0.0f && bfla::random_rescued(r, t, hkv, c.seed, c.rho));
+      keep[row * tk + t] = kept ? 1 : 0;
+    });
+  }
+};
+
+}  // namespace detail
+
+template <class Exec>
+TileMask bfla_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
+                          std::vector<std::vector<float>>* scores_out) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const MaskShape shape = MaskShape::of(p, c.tile_q(), c.tile, true);
+  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
+  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
+  const DeviceShape s{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, p.head_dim, p.dim_v(), p.causal,
+                      scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr,
+                      p.varlen() ? cu_kv.data() : nullptr};
+  const std::int64_t g = c.group, bs = c.block;
+  const detail::BflaGeometry geo{g, bs, bs / g, (p.seqlen_q + g - 1) / g, (p.seqlen_kv + g - 1) / g,
+                                 (p.seqlen_q + bs - 1) / bs, (p.seqlen_kv + bs - 1) / bs};
+  const int ts = team_size<Exec>();
+  const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
+  bfla::Config plain = c;  // the kernels copy it: no heap members
+
+  Kokkos::View<float*, typename Exec::memory_space> scores(std::string("spattn::bfla_scores"),
+                                                            static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
+  {
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(g * p.head_dim) + 64;
+    const int level = scratch_level<Exec>(bytes);
+    Kokkos::parallel_for("spattn::kokkos::bfla_group_scores",
+                         Policy(idx(p.batch * p.heads_q * geo.gq), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                         detail::BflaGroupScores<Exec>{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, scores.data(), level});
+  }
+  Kokkos::View<std::uint8_t*, typename Exec::memory_space> coarse(std::string("spattn::bfla_coarse"),
+                                                                   static_cast<std::size_t>(p.batch * p.heads_kv * geo.lq * geo.lkv));
+  {
+    const std::size_t bytes = (3 * sizeof(float) + sizeof(int)) * static_cast<std::size_t>(geo.lkv) + 64;
+    const int level = scratch_level<Exec>(bytes);
+    Kokkos::parallel_for("spattn::kokkos::bfla_block_rule",
+                         Policy(idx(p.batch * p.heads_kv * geo.lq), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                         detail::BflaBlockRule<Exec>{s, geo, plain, bfla::local_blocks(c.n_local, c.tile, c.block),
+                                                     scores.data(), coarse.data(), level});
+  }
+  const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles();
+  Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
+                                                                 static_cast<std::size_t>(shape.num_rows() * tk));
+  Kokkos::parallel_for("spattn::kokkos::bfla_expand", Policy(idx(shape.num_rows()), ts),
+                       detail::BflaExpand<Exec>{s, geo, plain, tq, tk, coarse.data(), keep.data()});
+
+  if (scores_out != nullptr) {
+    const auto all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), scores);
+    scores_out->assign(static_cast<std::size_t>(p.batch * p.heads_q), {});
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      const std::int64_t gq = (p.seqlen_q_of(b) + g - 1) / g, gk = (p.seqlen_kv_of(b) + g - 1) / g;
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        std::vector<float>& out = (*scores_out)[static_cast<std::size_t>(b * p.heads_q + h)];
+        for (std::int64_t u = 0; u < gq; ++u)
+          for (std::int64_t v = 0; v < gk; ++v) out.push_back(all(geo.pair(b * p.heads_q + h, u, v)));
+      }
+    }
+  }
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
+  return TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+}
+
+}  // namespace spattn::kokkos

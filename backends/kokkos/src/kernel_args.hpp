@@ -1,0 +1,91 @@
+// What the Kokkos kernels take instead of the host structs (Problem, TensorView, TileMask hold std::vectors):
+// plain values and pointers into the execution space's memory, copied into every kernel by value.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string>
+
+#include "spattn/numerics.hpp"
+#include "spattn/problem.hpp"
+
+namespace spattn::kokkos {
+
+/// A TensorView's pointer, dtype and strides (elements), readable and writable inside a kernel.
+struct DeviceTensor {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::int64_t stride_b = 0, stride_h = 0, stride_n = 0;
+
+  static DeviceTensor of(const TensorView& t) { return {t.data, t.dtype, t.stride_b, t.stride_h, t.stride_n}; }
+  /// Element i as fp32 (exact for every dtype).
+  KOKKOS_INLINE_FUNCTION float load(std::int64_t i) const {
+    switch (dtype) {
+      case DType::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+      case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(data)[i]);
+      default: return static_cast<const float*>(data)[i];
+    }
+  }
+  /// Stores x at element i, rounded (RNE) to the dtype.
+  KOKKOS_INLINE_FUNCTION void store(std::int64_t i, float x) const {
+    switch (dtype) {
+      case DType::f16: static_cast<std::uint16_t*>(data)[i] = f32_to_f16_bits(x); return;
+      case DType::bf16: static_cast<std::uint16_t*>(data)[i] = f32_to_bf16_bits(x); return;
+      default: static_cast<float*>(data)[i] = x;
+    }
+  }
+};
+
+/// The Problem's shape; cu_q / cu_kv point into the execution space's memory (null: fixed lengths).
+struct DeviceShape {
+  std::int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 0, seqlen_kv = 0, d = 0, dv = 0;
+  bool causal = false;
+  float scale_log2 = 0.0f;
+  const std::int64_t* cu_q = nullptr;
+  const std::int64_t* cu_kv = nullptr;
+
+  KOKKOS_INLINE_FUNCTION std::int64_t nq(std::int64_t b) const { return cu_q ? cu_q[b + 1] - cu_q[b] : seqlen_q; }
+  KOKKOS_INLINE_FUNCTION std::int64_t nkv(std::int64_t b) const { return cu_kv ? cu_kv[b + 1] - cu_kv[b] : seqlen_kv; }
+  KOKKOS_INLINE_FUNCTION std::int64_t group() const { return heads_q / heads_kv; }
+  /// Element offset of row n of head h of sequence b (the reference's row_offset, spattn/tensor_rows.hpp).
+  KOKKOS_INLINE_FUNCTION std::int64_t row(const DeviceTensor& t, bool is_q, std::int64_t b, std::int64_t h,
+                                          std::int64_t n) const {
+    const std::int64_t base = cu_q ? 0 : b * t.stride_b;
+    const std::int64_t first = cu_q ? (is_q ? cu_q[b] : cu_kv[b]) : 0;
+    return base + h * t.stride_h + (first + n) * t.stride_n;
+  }
+};
+
+/// An execution space's copy of a host array (the mask's CSR arrays, cu_seqlens).
+template <class Exec, class T>
+Kokkos::View<T*, typename Exec::memory_space> to_space(const char* label, const T* data, std::size_t n) {
+  Kokkos::View<T*, typename Exec::memory_space> out(std::string(label), n);
+  Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(data, n);
+  Kokkos::deep_copy(out, host);
+  return out;
+}
+
+/// Team size of the kernels: one thread on a host space (Serial), 128 on a GPU.
+template <class Exec>
+constexpr int team_size() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible ? 1 : 128;
+}
+
+/// Calls f(exec) with the execution space that runs on `memory` (CUDA memory: Kokkos::Cuda; host memory: the
+/// default host space). The caller checked that this build serves `memory` (run.hpp: serves()).
+template <class F>
+auto on_space(Memory memory, F f) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (memory == Memory::cuda) return f(Kokkos::Cuda());
+#endif
+  (void)memory;
+  return f(Kokkos::DefaultHostExecutionSpace());
+}
+
+/// Team scratch level for `bytes` per team: 0 (on chip on a GPU) where it fits, else 1 (global memory).
+template <class Exec>
+int scratch_level(std::size_t bytes) {
+  return bytes <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0)) ? 0 : 1;
+}
+
+}  // namespace spattn::kokkos

@@ -1,0 +1,260 @@
+// SALE's estimator (research/sale.md; the rules in spattn/methods/sale.hpp) as Kokkos kernels:
+//   1. sequence means of Q (per query head) and K (per KV head), sequence_mean's chunked order;
+//   2. codes and scales of the centred rows by the core's groups (q_group, k_group, group_scale, quant_code), a team
+//      per 16 query rows / 32 keys, a row per thread (the group's amax is a max: any order gives its bits);
+//   3. the smoothing bias qmk_j = dot_lanes8(μ_q, k'_j) per (query head, key);
+//   4. a team per (batch, query head, 64-row query block): sink, local and candidate blocks (candidate_segments), the
+//      exact sink-local state of each row (one fma chain per score, the core's online softmax) and its threshold, then
+//      every candidate block's margin from the integer products of the codes (GroupMax per K scale group).
+// Codes, scales, biases and integer products are the reference's bit for bit (DESIGN.md §5.2); the sink-local scores
+// are dot products whose order differs from the reference's Eigen dot, so a decision at its threshold may differ.
+// Given the same sink-local states, the same mask (the test feeds reference::sale_select with these states).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <vector>
+
+#include "kernel_args.hpp"
+#include "sequence_mean.hpp"
+#include "spattn/anchor.hpp"
+#include "spattn/mask.hpp"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/sale.hpp"
+#include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
+
+namespace spattn::kokkos {
+
+struct SaleResult {
+  TileMask mask;
+  std::vector<float> margins;            ///< as reference::SaleEstimate::margins
+  std::vector<SoftmaxState> sink_local;  ///< as reference::SaleEstimate::sink_local
+  std::int64_t candidates = 0, selected = 0;
+};
+
+template <class Exec>
+SaleResult sale_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& c);
+
+namespace detail {
+
+/// Codes [(bh·n_max + r)·d + e] and scales [bh·n_max + r] of the centred rows x − μ of head bh, a team per chunk of
+/// `chunk` rows (16 query rows or 32 keys: each holds whole scale groups), a row per thread.
+template <class Exec>
+struct SaleQuantize {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  DeviceTensor t;
+  bool is_q;
+  std::int64_t heads, chunk, chunks, n_max;
+  int range;
+  const float* mu;
+  std::int8_t* codes;
+  float* scale;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t c0 = (team.league_rank() % chunks) * chunk, bh = team.league_rank() / chunks;
+    const std::int64_t b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b), d = s.d;
+    if (c0 >= n) return;
+    const auto value = [&](std::int64_t r, std::int64_t e) { return t.load(s.row(t, is_q, b, h, r) + e) - mu[bh * d + e]; };
+    const auto group_of = [&](std::int64_t r) { return is_q ? sale::q_group(r) : sale::k_group(r); };
+    const std::int64_t end = c0 + chunk < n ? c0 + chunk : n;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, end), [&](std::int64_t r) {
+      float amax = 0.0f;  // over the valid rows of r's group (all inside this chunk)
+      for (std::int64_t o = c0; o < end; ++o)
+        if (group_of(o) == group_of(r))
+          for (std::int64_t e = 0; e < d; ++e) {
+            const float a = std::fabs(value(o, e));
+            amax = amax < a ? a : amax;  // std::max(amax, a)
+          }
+      const float inv = sale::group_inv_scale(amax, range);
+      scale[bh * n_max + r] = sale::group_scale(amax, range);
+      for (std::int64_t e = 0; e < d; ++e)
+        codes[(bh * n_max + r) * d + e] = static_cast<std::int8_t>(sale::quant_code(value(r, e), inv, range));
+    });
+  }
+};
+
+/// qmk[bh·nkv_max + j] = dot_lanes8(μ_q, k_j − μ_k), a key per thread.
+template <class Exec>
+struct SaleBias {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  DeviceTensor k;
+  std::int64_t chunks;
+  const float *mu_q, *mu_k;
+  float* qmk;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t c0 = (team.league_rank() % chunks) * 32, bh = team.league_rank() / chunks;
+    const std::int64_t b = bh / s.heads_q, h = bh % s.heads_q, hkv = h / s.group(), nkv = s.nkv(b), d = s.d;
+    if (c0 >= nkv) return;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, c0 + 32 < nkv ? c0 + 32 : nkv), [&](std::int64_t j) {
+      float kj[Problem::kMaxHeadDim];
+      const std::int64_t at = s.row(k, false, b, hkv, j);
+      for (std::int64_t e = 0; e < d; ++e) kj[e] = k.load(at + e) - mu_k[(b * s.heads_kv + hkv) * d + e];
+      qmk[bh * s.seqlen_kv + j] = dot_lanes8(mu_q + bh * d, kj, static_cast<int>(d));
+    });
+  }
+};
+
+template <class Exec>
+struct SaleSelect {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  DeviceTensor q, k;
+  std::int64_t tq, tk, local_blocks;
+  const float *tau, *mu_k, *qmk, *q_scale, *k_scale;
+  const std::int8_t *q_codes, *k_codes;
+  float* sink_local;  ///< (m, l) pairs [(b·Hq + h)·Nq + i]
+  float* margins;     ///< [((b·Hq + h)·Tq + blk)·Tk + jb]
+  std::uint8_t* keep;
+  std::int64_t* counts;  ///< per row of the mask: candidates, selected
+  int level;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t row = team.league_rank(), blk = row % tq, bh = row / tq;
+    const std::int64_t b = bh / s.heads_q, h = bh % s.heads_q, hkv = h / s.group(), nq = s.nq(b), nkv = s.nkv(b), d = s.d;
+    const std::int64_t first = blk * sale::kBlockQ;
+    if (first >= nq) return;
+    const std::int64_t last = (first + sale::kBlockQ < nq ? first + sale::kBlockQ : nq) - 1, nrows = last - first + 1;
+    const std::int64_t n_max = mask_policy::reachable_tiles<std::int64_t>(blk, sale::kBlockQ, sale::kBlockK, nq, nkv, s.causal);
+    const std::int64_t segs = sale::candidate_segments(n_max, local_blocks, tau[h]);
+    const std::int64_t cand_end = sale::candidate_end(segs);
+    std::uint8_t* out = keep + row * tk;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_max), [&](std::int64_t j) {
+      out[j] = j == 0 || j >= cand_end || segs == 0 ? 1 : 0;
+    });
+    if (segs == 0) return;  // dense head or a short row: everything is sink/local
+    const float sl = s.scale_log2;
+    float* thr = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * sale::kBlockQ));
+    // Exact sink-local state and raw-logit threshold of each row.
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nrows), [&](std::int64_t r) {
+      const std::int64_t i = first + r;
+      const AnchorRegion region = sale::sink_local_region(mask_policy::row_key_end(i, nq, nkv, s.causal), cand_end);
+      const std::int64_t qat = s.row(q, true, b, h, i);
+      SoftmaxState st;
+      const auto fold = [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t j = begin; j < end; ++j) {
+          const std::int64_t kat = s.row(k, false, b, hkv, j);
+          float dot = 0.0f;
+          for (std::int64_t e = 0; e < d; ++e) dot = fma_f32(q.load(qat + e), k.load(kat + e) - mu_k[(b * s.heads_kv + hkv) * d + e], dot);
+          float x = dot * sl, w;
+          OnlineSoftmax::update(st, &x, 1, &w);
+        }
+      };
+      fold(0, region.sink_end);
+      fold(region.local_begin, region.local_end);
+      thr[r] = sale::threshold(st, tau[h], sl);
+      sink_local[2 * (bh * s.seqlen_q + i)] = st.m;
+      sink_local[2 * (bh * s.seqlen_q + i) + 1] = st.l;
+    });
+    team.team_barrier();
+    // Candidate blocks [1, cand_end): the largest estimate − threshold over valid (row, key) pairs, per K scale group.
+    std::int64_t selected = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, std::int64_t{1}, cand_end),
+        [&](std::int64_t jb, std::int64_t& sel) {
+          float margin = -INFINITY;
+          for (std::int64_t r = 0; r < nrows; ++r) {
+            const std::int64_t i = first + r, visible = mask_policy::row_key_end(i, nq, nkv, s.causal);
+            const float sq = q_scale[bh * s.seqlen_q + i];
+            const std::int8_t* qc = q_codes + (bh * s.seqlen_q + i) * d;
+            for (int g = 0; g < 4; ++g) {
+              sale::GroupMax group;
+              for (int a = 0; a < 4; ++a)
+                for (int cc = 0; cc < 2; ++cc) {
+                  const std::int64_t j = sale::group_key(jb, a, g, cc);
+                  if (j >= nkv || j >= visible) continue;
+                  const std::int8_t* kc = k_codes + ((b * s.heads_kv + hkv) * s.seqlen_kv + j) * d;
+                  std::int32_t acc = 0;
+                  for (std::int64_t e = 0; e < d; ++e) acc += std::int32_t{qc[e]} * std::int32_t{kc[e]};
+                  group.add(acc, qmk[bh * s.seqlen_kv + j], sq, k_scale[(b * s.heads_kv + hkv) * s.seqlen_kv + j]);
+                }
+              const float mg = group.estimate() - thr[r];
+              margin = margin < mg ? mg : margin;  // std::max(margin, mg)
+            }
+          }
+          margins[row * tk + jb] = margin;
+          const bool kept = sale::selected(margin);
+          out[jb] = kept ? 1 : 0;
+          sel += kept ? 1 : 0;
+        },
+        selected);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      counts[2 * row] = cand_end - 1;
+      counts[2 * row + 1] = selected;
+    });
+  }
+};
+
+}  // namespace detail
+
+template <class Exec>
+SaleResult sale_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const MaskShape shape = MaskShape::of(p, sale::kBlockQ, sale::kBlockK);
+  const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
+  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
+  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
+  const DeviceShape s{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, d, p.dim_v(), p.causal,
+                      scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr,
+                      p.varlen() ? cu_kv.data() : nullptr};
+  const DeviceTensor qt = DeviceTensor::of(q), kt = DeviceTensor::of(k);
+  const int ts = team_size<Exec>();
+  const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
+  using Mem = typename Exec::memory_space;
+  const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
+  const std::int64_t bq = p.batch * p.heads_q, bk = p.batch * p.heads_kv;
+
+  Kokkos::View<float*, Mem> mu_q(std::string("spattn::mu_q"), n(bq * d)), mu_k(std::string("spattn::mu_k"), n(bk * d));
+  Kokkos::parallel_for("spattn::kokkos::sale_mean_q", Policy(idx(bq), ts), detail::SequenceMean<Exec>{s, qt, true, p.heads_q, mu_q.data()});
+  Kokkos::parallel_for("spattn::kokkos::sale_mean_k", Policy(idx(bk), ts), detail::SequenceMean<Exec>{s, kt, false, p.heads_kv, mu_k.data()});
+  Kokkos::View<std::int8_t*, Mem> q_codes(std::string("spattn::q_codes"), n(bq * p.seqlen_q * d));
+  Kokkos::View<std::int8_t*, Mem> k_codes(std::string("spattn::k_codes"), n(bk * p.seqlen_kv * d));
+  Kokkos::View<float*, Mem> q_scale(std::string("spattn::q_scale"), n(bq * p.seqlen_q));
+  Kokkos::View<float*, Mem> k_scale(std::string("spattn::k_scale"), n(bk * p.seqlen_kv));
+  const std::int64_t q_chunks = (p.seqlen_q + 15) / 16, k_chunks = (p.seqlen_kv + 31) / 32;
+  Kokkos::parallel_for("spattn::kokkos::sale_quantize_q", Policy(idx(bq * q_chunks), ts),
+                       detail::SaleQuantize<Exec>{s, qt, true, p.heads_q, 16, q_chunks, p.seqlen_q, c.range(), mu_q.data(),
+                                                  q_codes.data(), q_scale.data()});
+  Kokkos::parallel_for("spattn::kokkos::sale_quantize_k", Policy(idx(bk * k_chunks), ts),
+                       detail::SaleQuantize<Exec>{s, kt, false, p.heads_kv, 32, k_chunks, p.seqlen_kv, c.range(),
+                                                  mu_k.data(), k_codes.data(), k_scale.data()});
+  Kokkos::View<float*, Mem> qmk(std::string("spattn::qmk"), n(bq * p.seqlen_kv));
+  Kokkos::parallel_for("spattn::kokkos::sale_bias", Policy(idx(bq * k_chunks), ts),
+                       detail::SaleBias<Exec>{s, kt, k_chunks, mu_q.data(), mu_k.data(), qmk.data()});
+
+  std::vector<float> taus(n(p.heads_q));
+  for (std::int64_t h = 0; h < p.heads_q; ++h) taus[n(h)] = c.tau_of(h);
+  const auto tau = to_space<Exec>("spattn::tau", taus.data(), taus.size());
+  std::vector<float> empty_states(n(2 * bq * p.seqlen_q));  // rows without a sink-local pass: (m, l) = (−∞, 0)
+  for (std::size_t i = 0; i < empty_states.size(); i += 2) empty_states[i] = -INFINITY, empty_states[i + 1] = 0.0f;
+  const auto sink_local = to_space<Exec>("spattn::sink_local", empty_states.data(), empty_states.size());
+  Kokkos::View<float*, Mem> margins(Kokkos::view_alloc(std::string("spattn::margins"), Kokkos::WithoutInitializing),
+                                    n(shape.num_rows() * tk));
+  Kokkos::deep_copy(margins, NAN);
+  Kokkos::View<std::uint8_t*, Mem> keep(std::string("spattn::keep"), n(shape.num_rows() * tk));
+  Kokkos::View<std::int64_t*, Mem> counts(std::string("spattn::sale_counts"), n(2 * shape.num_rows()));
+  const std::size_t bytes = sizeof(float) * sale::kBlockQ + 64;
+  const int level = scratch_level<Exec>(bytes);
+  Kokkos::parallel_for("spattn::kokkos::sale_select",
+                       Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                       detail::SaleSelect<Exec>{s, qt, kt, tq, tk, c.local_window / sale::kBlockK, tau.data(), mu_k.data(),
+                                                qmk.data(), q_scale.data(), k_scale.data(), q_codes.data(), k_codes.data(),
+                                                sink_local.data(), margins.data(), keep.data(), counts.data(), level});
+
+  SaleResult out;
+  const auto sl_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sink_local);
+  out.sink_local.resize(n(bq * p.seqlen_q));
+  for (std::size_t i = 0; i < out.sink_local.size(); ++i) out.sink_local[i] = SoftmaxState{sl_host(2 * i), sl_host(2 * i + 1)};
+  const auto m_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), margins);
+  out.margins.assign(m_host.data(), m_host.data() + m_host.size());
+  const auto c_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
+  for (std::int64_t r = 0; r < shape.num_rows(); ++r) {
+    out.candidates += c_host(2 * r);
+    out.selected += c_host(2 * r + 1);
+  }
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
+  out.mask = TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+  return out;
+}
+
+}  // namespace spattn::kokkos

@@ -1,0 +1,231 @@
+// SpargeAttn's Stage 1 (research/spargeattn.md §3) as Kokkos kernels, every decision by the core's rules
+// (spattn/methods/sparge.hpp, pooling.hpp, topcdf.hpp) in their fixed fp32 order, so that the mask is bit-identical
+// to the reference's (reference/src/sparge.cpp):
+//   1. key means over each sequence (sequence_mean), a team per (batch, KV head), a column per thread;
+//   2. pooled block means and self-similarities of the centred keys and of the queries, a team per block: rows'
+//      inverse norms in parallel, then the unit sums of the columns in parallel, then similarity_of;
+//   3. a team per (batch, query head, query block): pooled scores, the row max, the selection order as ranks (the
+//      rank of an entry is the number of entries selection_before it: a parallel sort with the same total order),
+//      the cut by top_cdf_count or topk_count, then the forced blocks; written as a bitmap row.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <vector>
+
+#include "kernel_args.hpp"
+#include "sequence_mean.hpp"
+#include "spattn/mask.hpp"
+#include "spattn/mask_policy.hpp"
+#include "spattn/methods/sparge.hpp"
+#include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
+#include "spattn/topcdf.hpp"
+
+namespace spattn::kokkos {
+
+template <class Exec>
+TileMask sparge_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const sparge::Config& c);
+
+namespace detail {
+
+template <class Exec>
+using Floats = Kokkos::View<float*, typename Exec::memory_space>;
+
+/// Step 2: the pooled mean (mean[(bh·blocks + j)·d + c]) and self-similarity (sim[bh·blocks + j]) of block j of
+/// `block` rows of head bh = b·heads + h; keys are centred by mu (null for queries).
+template <class Exec>
+struct SpargePool {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  DeviceTensor t;
+  bool is_q;
+  std::int64_t heads, block, blocks;
+  const float* mu;
+  float* mean;
+  float* sim;
+  int level;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t j = team.league_rank() % blocks, bh = team.league_rank() / blocks;
+    const std::int64_t b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b);
+    const std::int64_t first = j * block;
+    if (first >= n) return;
+    const std::int64_t rows = block < n - first ? block : n - first, d = s.d;
+    const auto value = [&](std::int64_t r, std::int64_t col) {
+      const float x = t.load(s.row(t, is_q, b, h, first + r) + col);
+      return mu != nullptr ? x - mu[bh * d + col] : x;
+    };
+    float* inv = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * block));
+    float* u = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * d));
+    std::int64_t nonzero = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, rows),
+        [&](std::int64_t r, std::int64_t& nz) {
+          inv[r] = sparge::row_inv_norm(value, r, d);
+          nz += inv[r] >= 0.0f ? 1 : 0;
+        },
+        nonzero);
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t col) {
+      u[col] = sparge::unit_sum(value, inv, rows, col);
+      mean[(bh * blocks + j) * d + col] = column_mean([&](std::int64_t r) { return value(r, col); }, rows);
+    });
+    team.team_barrier();
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { sim[bh * blocks + j] = sparge::similarity_of(u, nonzero, d); });
+  }
+};
+
+/// Step 3: the kept key blocks of one (batch, query head, query block) as bitmap row keep[row·tk + j].
+template <class Exec>
+struct SpargeSelect {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  std::int64_t block_q, block_k, tq, tk;
+  float topk;
+  bool attention_sink;
+  const float *theta, *tau, *q_mean, *q_sim, *k_mean, *k_sim;
+  const std::uint8_t* dense;
+  std::uint8_t* keep;
+  int level;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t row = team.league_rank(), i = row % tq, bh = row / tq;
+    const std::int64_t b = bh / s.heads_q, h = bh % s.heads_q, hkv = h / s.group();
+    const std::int64_t nq = s.nq(b), nkv = s.nkv(b);
+    if (i * block_q >= nq) return;
+    const std::int64_t reach = mask_policy::reachable_tiles(i, block_q, block_k, nq, nkv, s.causal);
+    const std::int64_t blocks_k = (nkv + block_k - 1) / block_k;
+    const float th = theta[h];
+    const float* qm = q_mean + (bh * tq + i) * s.d;
+    const float* km = k_mean + (b * s.heads_kv + hkv) * tk * s.d;
+    const float* ks = k_sim + (b * s.heads_kv + hkv) * tk;
+    std::uint8_t* out = keep + row * tk;
+    const bool forced = sparge::row_forced(dense[h] != 0, sparge::self_similar(q_sim[bh * tq + i], th));
+
+    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));
+    float* sorted = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));
+    int* candidate = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * tk));
+    int* rank = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * tk));
+    int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
+
+    // Scores of the candidates (−∞ elsewhere, in prob for now), their max and count; forced columns and rows.
+    float m = -INFINITY;
+    int n_valid = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, blocks_k),
+        [&](std::int64_t j, float& mx) {
+          const bool k_similar = sparge::self_similar(ks[j], th);
+          const bool valid = sparge::candidate(j, reach, k_similar);
+          out[j] = j < reach && (forced || sparge::column_forced(k_similar)) ? 1 : 0;
+          prob[j] = valid ? sparge::pooled_score(qm, km + j * s.d, static_cast<int>(s.d), s.scale_log2) : -INFINITY;
+          candidate[j] = valid ? 1 : 0;
+          if (valid && prob[j] > mx) mx = prob[j];
+        },
+        Kokkos::Max<float>(m));
+    // The reducer starts at the lowest finite value; the reference's max starts at −∞ (all candidates −∞: unusable).
+    if (!(m > Kokkos::reduction_identity<float>::max())) m = -INFINITY;
+    team.team_barrier();
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, blocks_k), [&](std::int64_t j, int& nv) { nv += candidate[j]; }, n_valid);
+    team.team_barrier();
+    if (sparge::scores_usable(n_valid, m)) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks_k), [&](std::int64_t j) {
+        prob[j] = candidate[j] ? selection_weight(prob[j], m) : 0.0f;
+      });
+      team.team_barrier();
+      // The selection order (descending, ties by lower index) as each candidate's rank among the candidates.
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks_k), [&](std::int64_t j) {
+        if (!candidate[j]) return;
+        int r = 0;
+        for (std::int64_t a = 0; a < blocks_k; ++a)
+          r += candidate[a] && selection_before(prob[a], static_cast<int>(a), prob[j], static_cast<int>(j)) ? 1 : 0;
+        sorted[r] = prob[j];
+        rank[j] = r;
+      });
+      team.team_barrier();
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        if (topk > 0.0f) {
+          const std::int64_t kk = sparge::topk_count(topk, reach);
+          *cut = static_cast<int>(kk < n_valid ? kk : n_valid);
+        } else {
+          *cut = top_cdf_count(sorted, n_valid, tau[h], 1, false);
+        }
+      });
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks_k), [&](std::int64_t j) {
+        if (candidate[j] && rank[j] < *cut) out[j] = 1;
+      });
+    } else if (n_valid > 0) {  // NaN/Inf pooled scores: dense row
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) { out[j] = 1; });
+    }
+    team.team_barrier();
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      if (s.causal) {
+        const std::int64_t first = i * block_q, last = (first + block_q < nq ? first + block_q : nq) - 1;
+        const sparge::BlockRange diag = sparge::diagonal_blocks(first, last, nkv - nq, block_k, reach);
+        for (std::int64_t j = diag.first; j <= diag.last; ++j) out[j] = 1;
+      }
+      if (attention_sink && reach > 0) out[0] = 1;
+    });
+  }
+};
+
+template <class Exec, class T>
+Kokkos::View<T*, typename Exec::memory_space> per_head(const char* label, const std::vector<T>& values,
+                                                         std::int64_t heads, T fallback) {
+  std::vector<T> all(static_cast<std::size_t>(heads), fallback);
+  for (std::int64_t h = 0; h < heads; ++h)
+    if (!values.empty()) all[static_cast<std::size_t>(h)] = values.size() == 1 ? values[0] : values[static_cast<std::size_t>(h)];
+  return to_space<Exec>(label, all.data(), all.size());
+}
+
+}  // namespace detail
+
+template <class Exec>
+TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const sparge::Config& c) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const MaskShape shape = MaskShape::of(p, c.block_q, c.block_k);
+  const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
+  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
+  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
+  const DeviceShape s{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, d, p.dim_v(), p.causal,
+                      scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr,
+                      p.varlen() ? cu_kv.data() : nullptr};
+  const DeviceTensor qt = DeviceTensor::of(q), kt = DeviceTensor::of(k);
+  const int ts = team_size<Exec>();
+  const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
+
+  detail::Floats<Exec> mu(std::string("spattn::k_mu"), static_cast<std::size_t>(p.batch * p.heads_kv * d));
+  Kokkos::parallel_for("spattn::kokkos::sparge_key_mean", Policy(idx(p.batch * p.heads_kv), ts),
+                       detail::SequenceMean<Exec>{s, kt, false, p.heads_kv, mu.data()});
+
+  detail::Floats<Exec> k_mean(std::string("spattn::k_mean"), static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
+  detail::Floats<Exec> k_sim(std::string("spattn::k_sim"), static_cast<std::size_t>(p.batch * p.heads_kv * tk));
+  detail::Floats<Exec> q_mean(std::string("spattn::q_mean"), static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
+  detail::Floats<Exec> q_sim(std::string("spattn::q_sim"), static_cast<std::size_t>(p.batch * p.heads_q * tq));
+  const auto pool = [&](const DeviceTensor& t, bool is_q, std::int64_t heads, std::int64_t block, std::int64_t blocks,
+                        const float* centre, float* mean, float* sim) {
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(block + d) + 64;
+    const int level = scratch_level<Exec>(bytes);
+    Kokkos::parallel_for("spattn::kokkos::sparge_pool",
+                         Policy(idx(p.batch * heads * blocks), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                         detail::SpargePool<Exec>{s, t, is_q, heads, block, blocks, centre, mean, sim, level});
+  };
+  pool(kt, false, p.heads_kv, c.block_k, tk, mu.data(), k_mean.data(), k_sim.data());
+  pool(qt, true, p.heads_q, c.block_q, tq, nullptr, q_mean.data(), q_sim.data());
+
+  const auto theta = detail::per_head<Exec>("spattn::theta", c.theta, p.heads_q, 0.0f);
+  const auto tau = detail::per_head<Exec>("spattn::tau", c.tau, p.heads_q, 1.0f);
+  const auto dense = detail::per_head<Exec>("spattn::dense", c.dense_heads, p.heads_q, std::uint8_t{0});
+  Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
+                                                                 static_cast<std::size_t>(shape.num_rows() * tk));
+  const std::size_t bytes = (2 * sizeof(float) + 2 * sizeof(int)) * static_cast<std::size_t>(tk) + 64;
+  const int level = scratch_level<Exec>(bytes);
+  Kokkos::parallel_for("spattn::kokkos::sparge_select",
+                       Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                       detail::SpargeSelect<Exec>{s, c.block_q, c.block_k, tq, tk, c.topk, c.attention_sink,
+                                                  theta.data(), tau.data(), q_mean.data(), q_sim.data(),
+                                                  k_mean.data(), k_sim.data(), dense.data(), keep.data(), level});
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
+  return TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+}
+
+}  // namespace spattn::kokkos

@@ -1,0 +1,74 @@
+// The shared conformance table on Kokkos' CUDA execution space: tensors in CUDA memory, backend "kokkos" (the
+// hand-written CUDA backend is linked too but not asked). Needs a GPU: built with a CUDA Kokkos, not part of ctest.
+// Contracts (DESIGN.md §5): executor outputs within the dtype's tolerance of the reference; SpargeAttn and FG-Attn
+// masks bit-identical (the core's fixed-order fp32 rules, compiled without contraction); BFLA's group scores and
+// AnchorAttention's anchors and SALE's sink-local states are fma chains in a fixed order, not the reference's Eigen
+// products: at most 2 % of their decisions may differ (as on the host).
+#include <doctest/doctest.h>
+
+#include <variant>
+
+#include "../common.hpp"
+#include "../conformance/conformance.hpp"
+#include "../kokkos_options.hpp"
+#include "cuda_memory.hpp"
+
+namespace spattn::test {
+namespace {
+
+TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resumed: state_out + resume)") {
+  CudaMemory memory;
+  int ran = 0;
+  for (const bool resumed : {false, true})
+  for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    CAPTURE(resumed);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", memory, resumed);
+    REQUIRE(r.not_supported.empty());
+    ++ran;
+    CAPTURE(r.worst);
+    CHECK(r.backend == "kokkos");
+    CHECK(r.bad_outputs == 0);
+    CHECK(r.bad_lse == 0);
+    CHECK(r.empty_rows == r.reference_empty_rows);
+  }
+  CHECK(ran == 2 * static_cast<int>(conformance::executor_cases().size()));
+}
+
+TEST_CASE("Kokkos CUDA: PV-skip decisions and outputs as the reference's") {
+  CudaMemory memory;
+  check_pv_skip(memory);
+}
+
+TEST_CASE("Kokkos CUDA: the int8 QKᵀ mode against the reference over the executor table") {
+  CudaMemory memory;
+  check_int8(memory);
+}
+
+TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decision") {
+  CudaMemory memory;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorOutcome r = conformance::check_estimator(c, "kokkos", memory);
+    const bool approx = std::holds_alternative<bfla::Config>(c.config) ||
+                        std::holds_alternative<anchor_attn::Config>(c.config) || std::holds_alternative<sale::Config>(c.config);
+    REQUIRE(r.not_supported.empty());  // every estimator
+    ++ran;
+    CHECK(r.backend == "kokkos");
+    CHECK(r.decisions > 0);
+    if (approx) {
+      MESSAGE(case_name << ": " << r.differing << " of " << r.decisions << " decisions differ from the reference");
+      CHECK(r.differing * 50 <= r.decisions);
+    } else {
+      CHECK(r.differing == 0);
+    }
+  }
+  MESSAGE("Kokkos CUDA: " << ran << " estimator cases");
+  CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
+}
+
+}  // namespace
+}  // namespace spattn::test

@@ -1,0 +1,295 @@
+// The Kokkos backend beyond the shared conformance table: how the dispatcher picks it and what it says it does not
+// cover. (Its outputs and masks are checked against the reference by tests/conformance, which runs every linked
+// backend.)
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <variant>
+
+#include "common.hpp"
+#include "conformance/conformance.hpp"
+#include "kokkos_options.hpp"
+#include "spattn/kokkos/backend.hpp"
+#include "spattn/reference/anchor_attn.hpp"
+#include "spattn/reference/bfla.hpp"
+#include "spattn/reference/sale.hpp"
+#include "spattn/spattn.hpp"
+#include "spattn/tensor_rows.hpp"
+#include "spattn/tensor.hpp"
+
+namespace spattn::test {
+namespace {
+
+struct SmallCall {
+  Problem p;
+  HostTensor q, k, v, o;
+  TileMask mask;
+  SmallCall() {
+    p.heads_q = 2;
+    p.heads_kv = 1;
+    p.seqlen_q = p.seqlen_kv = 100;
+    p.head_dim = 64;
+    p.causal = true;
+    p.dtype = DType::bf16;
+    q = HostTensor(p.dtype, 1, 2, 100, 64);
+    k = HostTensor(p.dtype, 1, 1, 100, 64);
+    v = HostTensor(p.dtype, 1, 1, 100, 64);
+    o = HostTensor(DType::f32, 1, 2, 100, 64);
+    fill_random(q);
+    fill_random(k);
+    fill_random(v);
+    mask = TileMask::dense(MaskShape::of(p, 64, 32));
+  }
+};
+
+TEST_CASE("kokkos: host tensors run on the reference by default, on Kokkos when asked for by name") {
+  SmallCall c;
+  AttendOptions options;
+  CHECK(attend(c.p, c.q.view(), c.k.view(), c.v.view(), c.mask, c.o.view(), options).backend == "reference");
+  options.backend = "kokkos";
+  CHECK(attend(c.p, c.q.view(), c.k.view(), c.v.view(), c.mask, c.o.view(), options).backend == "kokkos");
+  EstimateOptions eo;
+  CHECK(estimate(sparge::Config{}, c.p, c.q.view(), c.k.view(), eo).backend == "reference");
+  eo.backend = "kokkos";
+  CHECK(estimate(sparge::Config{}, c.p, c.q.view(), c.k.view(), eo).backend == "kokkos");
+}
+
+TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fails with those words") {
+  SmallCall c;
+  if (kokkos::execution_spaces().find("Cuda") == std::string::npos) {  // CUDA memory, no CUDA space: said in words
+    TensorView qd = c.q.view(), kd = c.k.view();
+    qd.memory = kd.memory = Memory::cuda;
+    EstimateOptions eo;
+    eo.backend = "kokkos";
+    CHECK_THROWS_WITH_AS(estimate(sparge::Config{}, c.p, qd, kd, eo), doctest::Contains("built without CUDA"), Error);
+  }
+  for (const auto& be : backends())
+    if (be->name() == "kokkos") {
+      AttendOptions auto_options;
+      const auto why = be->not_supported_reasons(c.p, c.q.view(), c.k.view(), c.v.view(), c.mask, c.o.view(), auto_options);
+      REQUIRE(why.size() == 1);
+      CHECK(why[0].find("options.backend = \"kokkos\"") != std::string::npos);
+    }
+}
+
+TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's (tests/kokkos_options.hpp)") {
+  auto memory = conformance::host_adapter();
+  check_pv_skip(*memory);
+}
+
+TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table (tests/kokkos_options.hpp)") {
+  auto memory = conformance::host_adapter();
+  check_int8(*memory);
+}
+
+/// The executor table on the host with the GPU's team shape (64-row blocks, 32-key chunks; SPATTN_KOKKOS_GPU_SHAPE):
+/// the same kernel code as on a GPU, one thread per team.
+TEST_CASE("kokkos: executor table with the GPU's team shape on the host") {
+  auto memory = conformance::host_adapter();
+  setenv("SPATTN_KOKKOS_GPU_SHAPE", "1", 1);
+  int ran = 0;
+  for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", *memory);
+    REQUIRE(r.not_supported.empty());
+    ++ran;
+    CAPTURE(r.worst);
+    CHECK(r.bad_outputs == 0);
+    CHECK(r.bad_lse == 0);
+    CHECK(r.empty_rows == r.reference_empty_rows);
+  }
+  unsetenv("SPATTN_KOKKOS_GPU_SHAPE");
+  CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
+}
+
+/// BFLA on Kokkos, decision by decision (DESIGN.md §5.3), over every BFLA case of the shared table:
+///  (a) every group score the mask depends on (causal block pairs) is within the rounding bound of the reference's:
+///      |S_kokkos − S_ref| ≤ c·n·2⁻²⁴·Σ|q·k| with n = g·D products. Both add the same exact products (fp16/bf16
+///      products are exact in fp32) with round-to-nearest fp32 sums, each within n·u·Σ|q·k| (u = 2⁻²⁴); c = 2.5 leaves
+///      half an n·u for second-order terms. A wrong or missing row errs by a sizeable fraction of Σ|q·k|.
+///  (b) the mask is bit-identical to reference::bfla_mask_from_scores fed with the Kokkos scores: every rule after the
+///      scores (block maxima, mass, threshold and top-k rules, union, sink, band, rescues, expansion) is exact.
+TEST_CASE("kokkos: BFLA group scores within their rounding bound, every rule after them exact") {
+  constexpr double kC = 2.5;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const auto* cfg = std::get_if<bfla::Config>(&c.config);
+    if (cfg == nullptr) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const Problem& p = in.problem;
+    std::vector<std::vector<float>> scores;
+    const TileMask got = kokkos::bfla_estimate_with_scores(p, in.q.view(), in.k.view(), *cfg, scores);
+    REQUIRE(scores.size() == static_cast<std::size_t>(p.batch * p.heads_q));
+
+    const std::int64_t g = cfg->group, d = p.head_dim, per_block = cfg->block / g;
+    std::int64_t compared = 0, outside = 0;
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g;
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        const std::vector<float>& s = scores[static_cast<std::size_t>(b * p.heads_q + h)];
+        const std::vector<float> ref = reference::bfla_group_scores(p, in.q.view(), in.k.view(), *cfg, b, h);
+        REQUIRE(s.size() == ref.size());
+        std::vector<float> qr(static_cast<std::size_t>(nq * d)), kr(static_cast<std::size_t>(nkv * d));
+        for (std::int64_t i = 0; i < nq; ++i)
+          load_row(in.q.view(), row_offset(in.q.view(), p, true, b, h, i), d, qr.data() + i * d);
+        for (std::int64_t i = 0; i < nkv; ++i)
+          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), i), d, kr.data() + i * d);
+        for (std::int64_t u = 0; u < gq; ++u)
+          for (std::int64_t v = 0; v < gk; ++v) {
+            if (v / per_block >= bfla::causal_blocks(u / per_block, nq, nkv, cfg->block, p.causal)) continue;
+            double magnitude = 0.0;
+            for (std::int64_t t = 0; t < g && u * g + t < nq && v * g + t < nkv; ++t)
+              for (std::int64_t e = 0; e < d; ++e)
+                magnitude += std::fabs(double(qr[static_cast<std::size_t>((u * g + t) * d + e)]) *
+                                       double(kr[static_cast<std::size_t>((v * g + t) * d + e)]));
+            const double bound = kC * double(g * d) * std::ldexp(1.0, -24) * magnitude;
+            const auto at = static_cast<std::size_t>(u * gk + v);
+            ++compared;
+            if (!(std::fabs(double(s[at]) - double(ref[at])) <= bound)) ++outside;
+          }
+      }
+    }
+    CHECK(compared > 0);
+    CHECK(outside == 0);
+
+    const TileMask want = reference::bfla_mask_from_scores(p, *cfg, false, [&](std::int64_t b, std::int64_t h, float* out) {
+      const std::vector<float>& s = scores[static_cast<std::size_t>(b * p.heads_q + h)];
+      std::copy(s.begin(), s.end(), out);
+    });
+    CHECK(got.shape == want.shape);
+    CHECK(got.row_ptr == want.row_ptr);
+    CHECK(got.tiles == want.tiles);
+    ++ran;
+  }
+  CHECK(ran >= 7);
+}
+
+/// AnchorAttention on Kokkos, decision by decision, over every AnchorAttention case of the shared table:
+///  (a) every row's anchor (the max score over its anchor region) is within the rounding bound of the reference's:
+///      both are maxima of the same scores, each a D-term dot product rounded to nearest in fp32, so
+///      |Δm| ≤ c·D·2⁻²⁴·scale·log2e·‖q_i‖·max_j ‖k_j‖ (Cauchy–Schwarz on Σ|q·k|; c = 2.5 as for BFLA);
+///  (b) the mask is bit-identical to reference::anchor_attn_select over the Kokkos anchors (every rule after them).
+TEST_CASE("kokkos: AnchorAttention anchors within their rounding bound, every rule after them exact") {
+  constexpr double kC = 2.5;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const auto* cfg = std::get_if<anchor_attn::Config>(&c.config);
+    if (cfg == nullptr) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const Problem& p = in.problem;
+    std::vector<AnchorStats> anchors;
+    const TileMask got = kokkos::anchor_attn_estimate_with_anchors(p, in.q.view(), in.k.view(), *cfg, anchors);
+    const reference::AnchorEstimate want = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), *cfg);
+    REQUIRE(anchors.size() == want.anchors.size());
+    const double sl = double(p.softmax_scale()) * 1.4426950408889634;
+    const std::int64_t d = p.head_dim;
+    std::int64_t compared = 0, outside = 0;
+    std::vector<float> row(static_cast<std::size_t>(d));
+    const auto norm = [&](const TensorView& t, std::int64_t off) {
+      load_row(t, off, d, row.data());
+      double s = 0.0;
+      for (float x : row) s += double(x) * double(x);
+      return std::sqrt(s);
+    };
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        double k_max = 0.0;
+        for (std::int64_t j = 0; j < p.seqlen_kv_of(b); ++j)
+          k_max = std::max(k_max, norm(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), j)));
+        for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
+          const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
+          const float m_got = anchors[at].m, m_want = want.anchors[at].m;
+          ++compared;
+          if (std::isinf(m_want)) {
+            outside += m_got == m_want ? 0 : 1;
+            continue;
+          }
+          const double bound = kC * double(d) * std::ldexp(1.0, -24) * sl *
+                               norm(in.q.view(), row_offset(in.q.view(), p, true, b, h, i)) * k_max;
+          if (!(std::fabs(double(m_got) - double(m_want)) <= bound)) ++outside;
+        }
+      }
+    CHECK(compared > 0);
+    CHECK(outside == 0);
+    const reference::AnchorEstimate given = reference::anchor_attn_select(p, in.q.view(), in.k.view(), *cfg, anchors);
+    CHECK(got.shape == given.mask.shape);
+    CHECK(got.row_ptr == given.mask.row_ptr);
+    CHECK(got.tiles == given.mask.tiles);
+    ++ran;
+  }
+  CHECK(ran >= 4);
+}
+
+/// SALE on Kokkos, decision by decision, over every SALE case of the shared table:
+///  (a) every row's sink-local max m is within the rounding bound of the reference's (both are maxima of the same
+///      exact scores q_i·k'_j, D-term fp32 dot products): |Δm| ≤ c·D·2⁻²⁴·scale·log2e·‖q_i‖·max_j ‖k'_j‖, c = 2.5;
+///  (b) codes, scales, biases and integer products are the reference's bits: reference::sale_select over the Kokkos
+///      sink-local states gives this mask and these margins bit for bit.
+TEST_CASE("kokkos: SALE sink-local states within their rounding bound, margins and mask exact given them") {
+  constexpr double kC = 2.5;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const auto* cfg = std::get_if<sale::Config>(&c.config);
+    if (cfg == nullptr) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
+    const Problem& p = in.problem;
+    std::vector<float> margins;
+    std::vector<SoftmaxState> states;
+    const TileMask got = kokkos::sale_estimate_with_states(p, in.q.view(), in.k.view(), *cfg, margins, states);
+    const reference::SaleEstimate want = reference::sale_estimate(p, in.q.view(), in.k.view(), *cfg);
+    REQUIRE(states.size() == want.sink_local.size());
+    const double sl = double(p.softmax_scale()) * 1.4426950408889634;
+    const std::int64_t d = p.head_dim;
+    std::int64_t compared = 0, outside = 0;
+    const auto norm = [&](const float* x) {
+      double s = 0.0;
+      for (std::int64_t e = 0; e < d; ++e) s += double(x[e]) * double(x[e]);
+      return std::sqrt(s);
+    };
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t h = 0; h < p.heads_q; ++h) {
+        const reference::SaleHeadInputs hi = reference::sale_head_inputs(p, in.q.view(), in.k.view(), *cfg, b, h);
+        double k_max = 0.0;
+        for (std::int64_t j = 0; j < p.seqlen_kv_of(b); ++j) k_max = std::max(k_max, norm(hi.k_centred.data() + j * d));
+        for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
+          const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
+          const float m_got = states[at].m, m_want = want.sink_local[at].m;
+          ++compared;
+          if (std::isinf(m_want)) {
+            outside += m_got == m_want ? 0 : 1;
+            continue;
+          }
+          const double bound = kC * double(d) * std::ldexp(1.0, -24) * sl * norm(hi.q_raw.data() + i * d) * k_max;
+          if (!(std::fabs(double(m_got) - double(m_want)) <= bound)) ++outside;
+        }
+      }
+    CHECK(compared > 0);
+    CHECK(outside == 0);
+    const reference::SaleEstimate given = reference::sale_select(p, in.q.view(), in.k.view(), *cfg, states);
+    CHECK(got.shape == given.mask.shape);
+    CHECK(got.row_ptr == given.mask.row_ptr);
+    CHECK(got.tiles == given.mask.tiles);
+    REQUIRE(margins.size() == given.margins.size());
+    std::int64_t margin_bits_differ = 0;
+    for (std::size_t i = 0; i < margins.size(); ++i)
+      margin_bits_differ += std::memcmp(&margins[i], &given.margins[i], sizeof(float)) != 0 &&
+                                    !(std::isnan(margins[i]) && std::isnan(given.margins[i]))
+                                ? 1
+                                : 0;
+    CHECK(margin_bits_differ == 0);
+    ++ran;
+  }
+  CHECK(ran >= 7);
+}
+
+}  // namespace
+}  // namespace spattn::test
