@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     if (n <= 32768) {  // beyond, the fine masks' bitmaps built here would take tens of GB
       arms.push_back({"random 25% 128x16", random_block_mask(MaskShape::of(p, 128, 16), 0.25, 7)});
       arms.push_back({"stripes 25% 128x1", random_block_mask(MaskShape::of(p, 128, 1), 0.25, 7)});
+      arms.push_back({"random 25% 64x32", random_block_mask(MaskShape::of(p, 64, 32), 0.25, 7)});
       arms.push_back({"random 25% 32x32 merged", random_block_mask(MaskShape::of(p, 32, 32), 0.25, 7)});
       arms.push_back({"random 25% 16x16 merged", random_block_mask(MaskShape::of(p, 16, 16), 0.25, 7)});
     }

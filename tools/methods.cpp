@@ -1,5 +1,7 @@
 #include "methods.hpp"
 
+#include <map>
+
 #include "spattn/error.hpp"
 #include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
@@ -78,6 +80,21 @@ MethodConfig method_config(const std::string& name, const MethodOptions& o, std:
     }
   }
   return config;
+}
+
+const std::vector<std::string_view>& method_option_names(std::string_view name) {
+  static const std::map<std::string_view, std::vector<std::string_view>> names{
+      {"dense", {"tile_q", "tile_k"}},
+      {"fgattn", {"tile_q", "tile_k", "top_p", "merge", "semantics"}},
+      {"anchor", {"theta", "step"}},
+      {"bfla", {"tile_k", "block", "group", "gamma", "eta", "rho", "rescue_seed", "rescue_grid", "keep_ratio"}},
+      {"sparge", {"tile_q", "tile_k", "sim_threshold", "cdf_threshold", "topk", "sink", "params"}},
+      {"sale", {"params", "bits", "tau", "local_window"}},
+  };
+  default_config(name);  // an unknown method: the registry's error, listing the known names
+  const auto it = names.find(name);
+  require(it != names.end(), "method '", name, "': its options are not listed in tools/methods.cpp");
+  return it->second;
 }
 
 }  // namespace spattn::cli

@@ -4,6 +4,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "spattn/method_config.hpp"
 
@@ -39,5 +41,10 @@ struct MethodOptions {
 /// spattn::Error on an unknown method, an option the method does not take, or a --params file of another method
 /// or head count.
 MethodConfig method_config(const std::string& name, const MethodOptions& options, std::int64_t heads_q);
+
+/// The MethodOptions fields that method_config() reads for method `name` (their C++ names, which the Python
+/// package takes as keywords); throws spattn::Error on an unknown method. Kept beside method_config(): a new
+/// option is added to both.
+const std::vector<std::string_view>& method_option_names(std::string_view name);
 
 }  // namespace spattn::cli

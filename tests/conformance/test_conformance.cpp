@@ -10,7 +10,9 @@
 namespace spattn::test {
 namespace {
 
-TEST_CASE("conformance: executor table on every host backend") {
+/// The executor table on every host backend, in one call per case or resumed (AttendOptions::state_out, then resume
+/// over the rest of the mask).
+void run_executor_table(bool resumed) {
   auto memory = conformance::host_adapter();
   for (const auto& backend : backends()) {
     int ran = 0;
@@ -18,7 +20,7 @@ TEST_CASE("conformance: executor table on every host backend") {
       const std::string backend_name(backend->name()), case_name(c.name);
       CAPTURE(backend_name);
       CAPTURE(case_name);
-      const conformance::ExecutorOutcome r = conformance::check_executor(c, std::string(backend->name()), *memory);
+      const conformance::ExecutorOutcome r = conformance::check_executor(c, backend_name, *memory, resumed);
       if (!r.not_supported.empty()) continue;
       ++ran;
       CAPTURE(r.worst);
@@ -30,30 +32,14 @@ TEST_CASE("conformance: executor table on every host backend") {
     // The reference covers every case; so does Kokkos (asked for by name on host memory).
     if (backend->name() == "reference" || backend->name() == "kokkos")
       CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
-    MESSAGE(backend->name() << ": " << ran << " executor cases on host memory");
+    MESSAGE(backend->name() << ": " << ran << std::string(resumed ? " resumed" : "") << " executor cases on host memory");
   }
 }
 
+TEST_CASE("conformance: executor table on every host backend") { run_executor_table(false); }
+
 TEST_CASE("conformance: executor table resumed (state_out, then resume over the rest of the mask) on every host backend") {
-  auto memory = conformance::host_adapter();
-  for (const auto& backend : backends()) {
-    int ran = 0;
-    for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
-      const std::string backend_name(backend->name()), case_name(c.name);
-      CAPTURE(backend_name);
-      CAPTURE(case_name);
-      const conformance::ExecutorOutcome r = conformance::check_executor(c, backend_name, *memory, /*resumed*/ true);
-      if (!r.not_supported.empty()) continue;
-      ++ran;
-      CAPTURE(r.worst);
-      CHECK(r.bad_outputs == 0);
-      CHECK(r.bad_lse == 0);
-      CHECK(r.empty_rows == r.reference_empty_rows);
-    }
-    if (backend->name() == "reference" || backend->name() == "kokkos")
-      CHECK(ran == static_cast<int>(conformance::executor_cases().size()));
-    MESSAGE(backend->name() << ": " << ran << " resumed executor cases on host memory");
-  }
+  run_executor_table(true);
 }
 
 TEST_CASE("conformance: estimator table on every host backend, decision by decision") {

@@ -575,7 +575,8 @@ TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals
       {"sparge GQA 4:1 causal bf16 top-k", sparge_of(128, 64, 0.5f), llm, 8, 2, 1531, 1531, 128, true, DType::bf16},
       {"sparge non-causal f16 TopCdf D=64", sparge_of(128, 128, 0.0f), llm, 4, 4, 1000, 1000, 64, false, DType::f16},
       {"sparge Nq < Nkv causal 64x64", sparge_of(64, 64, 0.3f), llm, 4, 1, 300, 1100, 128, true, DType::bf16},
-      // FG-Attn: 16/32-row query tiles, whose 64-row work items are merged on the device.
+      // FG-Attn: 16/32-row query tiles, whose work items (128 rows on the sm90 kernel, 64 on mma.sync) are merged on
+      // the device.
       {"fgattn video 32x32 bf16", fg_of(32, 32, 0.9f), video, 4, 4, 1000, 1000, 128, false, DType::bf16},
       {"fgattn 16x48 causal GQA f16", fg_of(16, 48, 0.8f), llm, 4, 2, 777, 777, 64, true, DType::f16},
       {"fgattn 64x16 Nq < Nkv bf16", fg_of(64, 16, 0.7f), video, 2, 1, 333, 1000, 128, false, DType::bf16}};
@@ -686,8 +687,10 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
 }
 
 TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on new inputs") {
+  check_graph_replays(DenseConfig{}, WorkloadKind::llm, true);  // every reachable tile, written on the device
+  check_graph_replays(DenseConfig{64, 32}, WorkloadKind::video, true);  // merged 128-row items on the sm90 kernel
   check_graph_replays(sparge::Config{}, WorkloadKind::llm, true);  // defaults: 128 × 64 blocks, top-k 0.5
-  fg_attn::Config fg;  // defaults: 32 × 32 tiles (merged 64-row items built on the device), top-p 0.9
+  fg_attn::Config fg;  // defaults: 32 × 32 tiles (merged items built on the device), top-p 0.9
   check_graph_replays(fg, WorkloadKind::video, true);
   bfla::Config bf;  // 128-key blocks of 32-token groups: several blocks at N = 1200
   bf.block = 128;
@@ -787,8 +790,8 @@ TEST_CASE("CUDA PV-skip (sm90 kernel) skips what the reference skips") {
 }
 
 // DeviceTileMask keeps no reference to the TileMask it was built from: one built from a temporary (destroyed at
-// the end of its declaration) still runs attend_async correctly, on each kernel path (sm90 blocks of 128 rows,
-// sm80 64-row CTAs, merged 16-row tiles).
+// the end of its declaration) still runs attend_async correctly, on each kernel path (sm90 blocks of 128 rows; tiles
+// of 64 and 16 rows as merged items on sm90, as 64-row CTAs and merged items on mma.sync).
 TEST_CASE("DeviceTileMask built from a temporary TileMask runs attend_async") {
   struct Shape {
     std::int32_t tile_q, tile_k;

@@ -19,6 +19,8 @@ namespace {
 using detail::check;
 using detail::DeviceArray;
 
+}  // namespace
+
 /// True when the current device is compute capability 9.0 (the sm_90a kernels run there only) and the
 /// environment does not force the mma.sync kernel (SPATTN_CUDA_KERNEL=sm80).
 bool use_sm90() {
@@ -33,6 +35,8 @@ bool use_sm90() {
   }
   return major == 9 && minor == 0;
 }
+
+namespace {
 
 /// Whether the options ask for PV-skip (a finite threshold, global or for some head).
 bool pv_skip_requested(const AttendOptions& options) {
@@ -138,6 +142,7 @@ FlashParams flash_params(const Problem& p, const TensorView& q, const TensorView
   f.item_end = dmask.item_end();
   f.item_tiles = dmask.item_tiles();
   f.item_members = dmask.item_members();
+  f.item_rows = dmask.item_rows();
   f.empty_rows = empty_rows;
   f.order = dmask.order();
   f.order_blocks = dmask.order_blocks();

@@ -1,7 +1,7 @@
 // DeviceTensor and DeviceTileMask (spattn/cuda/backend.hpp): a tensor copy, and a mask in device memory and the executor's work lists over it —
 // the longest-first order of 128-row blocks for the sm90 kernel (built on the device by one kernel, for uploaded
-// and estimated masks alike) and the merged 64-row work items of 16/32-row query tiles for the sm80 kernel (on the host for an uploaded mask,
-// by a kernel for one an estimator filled).
+// and estimated masks alike) and the merged work items of 16/32/64-row query tiles (item_rows_for; on the host for an
+// uploaded mask, by a kernel for one an estimator filled).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "device_memory.cuh"
 #include "estimate.cuh"
+#include "flash.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
@@ -40,7 +41,16 @@ __global__ void work_order_kernel(const std::int64_t* row_begin, const std::int6
   }
 }
 
-/// One CTA per merged work item (b, mask head, 64-row block) of a mask with 16/32-row tiles: the union of its
+/// Rows per merged work item of a mask of this shape, 0 for none (DeviceTileMask::item_rows): 128 where the sm90
+/// kernel runs (its 128-row blocks: 16/32/64-row tiles), 64 elsewhere for 16/32-row tiles (the mma.sync kernel's
+/// 64-row CTAs), none for 64-row tiles there (one CTA per tile).
+int item_rows_for(const MaskShape& s) {
+  const bool sm90 = use_sm90();
+  if (s.tile_q == 16 || s.tile_q == 32) return sm90 ? 128 : 64;
+  return s.tile_q == 64 && sm90 ? 128 : 0;
+}
+
+/// One CTA per merged work item (b, mask head, block of item rows) of a mask with 16/32/64-row tiles: the union of its
 /// per_item member rows' key tiles with a membership byte each (bit m: member m kept the tile), ascending, written
 /// into the item's slot [item · tk, …) and item_end. `bits` (dynamic shared memory) holds tk bytes.
 __global__ void merge_items_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, const std::int32_t* tiles,
@@ -77,7 +87,7 @@ T* DeviceTileMask::allocate(std::size_t n) {
 }
 
 void DeviceTileMask::allocate_order() {
-  if (shape_.tile_q % 128 != 0) return;
+  if (shape_.tile_q % 128 != 0 && item_rows_ != 128) return;
   const std::int64_t blocks = (shape_.seqlen_q + 127) / 128;
   if (shape_.batch * shape_.mask_heads * blocks > INT32_MAX) fail("cuda backend: mask too large");
   std::vector<std::int32_t> base;
@@ -100,8 +110,9 @@ void DeviceTileMask::allocate_order() {
 }
 
 void DeviceTileMask::allocate_items() {
-  if (shape_.tile_q != 16 && shape_.tile_q != 32) return;
-  const std::int64_t blocks = (shape_.seqlen_q + 63) / 64, tk = shape_.num_k_tiles();
+  item_rows_ = item_rows_for(shape_);
+  if (item_rows_ == 0) return;
+  const std::int64_t blocks = (shape_.seqlen_q + item_rows_ - 1) / item_rows_, tk = shape_.num_k_tiles();
   items_ = shape_.batch * shape_.mask_heads * blocks;
   std::vector<std::int64_t> begin(static_cast<std::size_t>(items_));
   for (std::int64_t i = 0; i < items_; ++i) begin[static_cast<std::size_t>(i)] = i * tk;
@@ -117,24 +128,27 @@ void DeviceTileMask::allocate_items() {
 
 void DeviceTileMask::build_work_order(CUstream_st* stream) const {
   if (!csr_ && items_ > 0) {
-    const std::int64_t blocks = (shape_.seqlen_q + 63) / 64;
+    const std::int64_t blocks = (shape_.seqlen_q + item_rows_ - 1) / item_rows_;
     merge_items_kernel<<<static_cast<unsigned>(items_), 256, static_cast<std::size_t>(shape_.num_k_tiles()), stream>>>(
-        row_begin_, row_end_, tiles_, static_cast<int>(shape_.num_q_tiles()), 64 / shape_.tile_q, static_cast<int>(blocks),
-        static_cast<int>(shape_.num_k_tiles()), item_end_, item_tiles_, item_members_);
+        row_begin_, row_end_, tiles_, static_cast<int>(shape_.num_q_tiles()), item_rows_ / shape_.tile_q,
+        static_cast<int>(blocks), static_cast<int>(shape_.num_k_tiles()), item_end_, item_tiles_, item_members_);
     check(cudaGetLastError(), "merged items kernel launch");
   }
   if (order_ == nullptr || order_size_ == 0) return;
   const auto grid = static_cast<unsigned>(shape_.batch * shape_.mask_heads);
+  const bool items = item_rows_ == 128;  // the blocks are the items: ranked by their unions' lengths
   work_order_kernel<<<grid, 256, static_cast<std::size_t>(order_blocks_) * sizeof(std::int64_t), stream>>>(
-      row_begin_, row_end_, static_cast<int>(shape_.num_q_tiles()), shape_.tile_q / 128,
+      items ? item_begin_ : row_begin_, items ? item_end_ : row_end_,
+      items ? order_blocks_ : static_cast<int>(shape_.num_q_tiles()), items ? 1 : shape_.tile_q / 128,
       static_cast<int>(shape_.mask_heads), order_blocks_, order_base_, order_);
   check(cudaGetLastError(), "work order kernel launch");
 }
 
-DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream) : shape_(mask.shape) {
-  if (mask.shape.tile_q < 64) {  // work items of 64 / tile_q consecutive query tiles (exact semantics)
-    const std::int64_t per_item = 64 / mask.shape.tile_q;
-    const std::int64_t blocks = (mask.shape.seqlen_q + 63) / 64, tq = mask.shape.num_q_tiles();
+DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream)
+    : shape_(mask.shape), item_rows_(item_rows_for(mask.shape)) {
+  if (item_rows_ > 0) {  // work items of item_rows / tile_q consecutive query tiles (exact semantics)
+    const std::int64_t per_item = item_rows_ / mask.shape.tile_q;
+    const std::int64_t blocks = (mask.shape.seqlen_q + item_rows_ - 1) / item_rows_, tq = mask.shape.num_q_tiles();
     std::vector<std::int64_t> ptr = {0};
     std::vector<std::int32_t> keys;
     std::vector<std::uint8_t> members;
@@ -191,8 +205,8 @@ DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(fal
   check(cudaMemcpy(row_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(row_end_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
   tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(rows * cap));
-  allocate_order();
   allocate_items();
+  allocate_order();
 }
 
 TileMask DeviceTileMask::download(CUstream_st* stream) const {

@@ -89,6 +89,9 @@ void state_pass_async(const Problem& problem, const TensorView& q, const TensorV
                       cudaStream_t stream);
 
 // One factory per method (its .cu file).
+std::vector<std::string> dense_not_supported_reasons(const DenseConfig& config, const Problem& problem);
+std::unique_ptr<DeviceEstimator> make_dense_estimator(const DenseConfig& config, const Problem& problem,
+                                                      const std::int64_t* cu_q, const std::int64_t* cu_kv);
 std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& config, const Problem& problem);
 std::unique_ptr<DeviceEstimator> make_sparge_estimator(const sparge::Config& config, const Problem& problem,
                                                        const std::int64_t* cu_q, const std::int64_t* cu_kv);

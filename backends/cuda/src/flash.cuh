@@ -1,21 +1,22 @@
 // Tile-sparse flash attention kernels: their shared parameter block and launchers.
 //
 // flash_sm90.cu (sm_90a: WGMMA, warp-specialised producer/consumers, mbarrier pipeline) runs query blocks of
-// 128 rows when the mask's tile_q is a multiple of 128 on a compute-capability-9.0 GPU; flash_sm80.cu
-// (mma.sync, sm_80+) runs everything else. Both compute the same function; the conformance target
-// (tests/gpu) checks each against the reference.
+// 128 rows on a compute-capability-9.0 GPU, head dims 64 and 128: tiles of a multiple of 128 rows, and tiles of 16,
+// 32 or 64 rows as merged 128-row work items (DeviceTileMask::item_rows; each row masks the keys its own tile did not
+// keep); flash_sm80.cu (mma.sync, sm_80+) runs everything else. Both compute the same function; the conformance
+// target (tests/gpu) checks each against the reference.
 //
 // flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64, 96,
-// 128 and 256 (96 and 256 run only here: the sm90 kernel takes 64 and 128): each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
+// 128 and 256: each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept
 // key tiles of its mask row as one ascending list of key positions, and processes them 64 at a time:
 // the 64 K and V rows are GATHERED by index into shared memory (cp.async, 16-byte copies, zero-fill past
 // the end), so every tile_k from 1 (stripes) to 128 runs the tensor cores on full 64-key chunks.
 // Tile shape: BM = 64 rows (128 for query tiles of 128k rows, D <= 128), BN = 64 keys, D in {64, 96, 128, 256} (D = 256:
 // 160 KB of shared memory per CTA); K/V double-buffered; XOR-swizzled rows.
 // Softmax: the core's base-2 online softmax (softmax_rescale/softmax_weight with Exp2Fast), fp32 state.
-// Query tiles of 16 or 32 rows: a 64-row CTA is a work item of 64/tile_q consecutive tiles in EXACT mode
-// (FG-Attn §3): it streams the union of their key tiles and each warp masks the keys its own tile did not
-// keep, so the output depends only on the mask.
+// Query tiles of 16 or 32 rows: a 64-row CTA is (half of) a work item of item_rows / tile_q consecutive tiles in
+// EXACT mode (FG-Attn §3): it streams the union of their key tiles and each warp masks the keys its own tile did
+// not keep, so the output depends only on the mask.
 // Called by: CudaBackend::attend (backend.cu). Measured: see bench/results/cuda-executor.md.
 #pragma once
 
@@ -53,12 +54,14 @@ struct FlashParams {
   const std::int64_t* row_end;
   const std::int32_t* tiles;
   int tile_q, tile_k, mask_heads, num_q_tiles;
-  // Merged work items (mask tile_q of 16 or 32): per (b, mask head, 64-row block) the union of its member
-  // tiles' key tiles and a membership byte per union tile (bit m: member tile m kept it). Null otherwise.
+  // Merged work items (mask tile_q of 16 or 32, and 64 on the sm90 kernel): per (b, mask head, item_rows-row block)
+  // the union of its member tiles' key tiles and a membership byte per union tile (bit m: member tile m kept it).
+  // Null otherwise (DeviceTileMask::item_rows).
   const std::int64_t* item_begin;  ///< item i lists item_tiles[item_begin[i] .. item_end[i])
   const std::int64_t* item_end;
   const std::int32_t* item_tiles;
   const std::uint8_t* item_members;
+  int item_rows;  ///< rows per item: 64 or 128
   int* empty_rows;  // device counter
   // sm90 work order (DeviceTileMask::order): 128-row blocks (b, mask head, block) as
   // (b * mask_heads + mh) * blocks + block, longest first; the grid runs heads_q / mask_heads CTAs per entry.
@@ -73,6 +76,10 @@ struct FlashParams {
   int pv_vote, pv_exempt;
   unsigned long long* pv_skipped;
 };
+
+/// Whether the current device runs the sm90 kernel: compute capability 9.0 and SPATTN_CUDA_KERNEL not "sm80"
+/// (backend.cu). DeviceTileMask shapes its merged work items by it.
+bool use_sm90();
 
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream);

@@ -35,7 +35,9 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
   const std::uint8_t* members = nullptr;
   int count;
   if constexpr (kMerged) {
-    const std::int64_t item = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * gridDim.x + blockIdx.x;
+    // Items of item_rows (64, or 128 where the mask was built for the sm90 kernel: two CTAs per item).
+    const std::int64_t per_bh = (p.seqlen_q + p.item_rows - 1) / p.item_rows;
+    const std::int64_t item = (static_cast<std::int64_t>(b) * p.mask_heads + mh) * per_bh + row0 / p.item_rows;
     tiles = p.item_tiles + p.item_begin[item];
     members = p.item_members + p.item_begin[item];
     count = static_cast<int>(p.item_end[item] - p.item_begin[item]);
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kThreads) flash_sm80_kernel(const FlashParams 
             const int j = keys[nt * 8 + 2 * t4 + e];
             float x = s[mt][nt][2 * half + e] * p.scale_log2;
             if constexpr (kMerged) {  // also masked: keys this warp's own tile did not keep
-              const int member = (warp_row + mt * 16) / p.tile_q;
+              const int member = (row0 % p.item_rows + warp_row + mt * 16) / p.tile_q;
               if (!row.sees(j) || !((mem[nt * 8 + 2 * t4 + e] >> member) & 1)) x = -INFINITY;
             } else {
               if (!row.sees(j)) x = -INFINITY;
@@ -257,14 +259,15 @@ void launch(const FlashParams& params, cudaStream_t stream) {
 /// 64-row CTAs otherwise.
 template <class T, int D>
 void launch_flash_sm80(const FlashParams& params, cudaStream_t stream) {
-  if (params.item_begin != nullptr) launch<T, D, 1, true>(params, stream);
+  // Merged items for 16/32-row tiles; 64-row tiles run one CTA per tile (their items are the sm90 kernel's).
+  if (params.item_begin != nullptr && params.tile_q < 64) launch<T, D, 1, true>(params, stream);
   else if (params.tile_q % 128 == 0 && D <= 128) launch<T, D, 2, false>(params, stream);  // D = 256: 64-row CTAs
   else launch<T, D, 1, false>(params, stream);
 }
 
 template <class T, int D>
 void launch_flash_sm80_state(const FlashParams& params, cudaStream_t stream) {
-  if (params.item_begin != nullptr) launch<T, D, 1, true, true>(params, stream);
+  if (params.item_begin != nullptr && params.tile_q < 64) launch<T, D, 1, true, true>(params, stream);
   else if (params.tile_q % 128 == 0) launch<T, D, 2, false, true>(params, stream);
   else launch<T, D, 1, false, true>(params, stream);
 }

@@ -3,7 +3,10 @@
 // blocks (mask tile_q a multiple of 128) on compute capability 9.0. Which keys a row sees, the block key end,
 // the kept-key lookup, the PV-skip vote and empty rows are spattn/mask_policy.hpp's, as in the reference.
 //
-// CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head. The pieces, in file order:
+// CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head: a 128k-row tile's rows, or the
+// merged item of 16/32/64-row tiles (DeviceTileMask::item_rows = 128: the union of the member tiles' key tiles, each
+// with a membership byte that the producer stages next to the keys; each row masks the keys its own tile did not
+// keep, so the output is exactly the mask's). The pieces, in file order:
 // - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, mbarriers)
 //   and its addresses at run time; Smem::init_barriers.
 // - Scheduler: work-item decoding (load: DeviceTileMask::order entry and query head → WorkItem, the sequence,
@@ -57,7 +60,8 @@ struct Plan {
   static constexpr int kK = kQ + kBM * D * 2;
   static constexpr int kV = kK + kStages * kTile;
   static constexpr int kKeys = kV + kStages * kTile;  // kStages × kBN key indices
-  static constexpr int kBars = kKeys + kStages * kBN * 4;  // q_full, k_full[S], v_full[S], empty[S], q_empty
+  static constexpr int kMem = kKeys + kStages * kBN * 4;  // kStages × kBN membership bytes (merged items)
+  static constexpr int kBars = kMem + kStages * kBN;  // q_full, k_full[S], v_full[S], empty[S], q_empty
   static constexpr int kBytes = kBars + (2 + 3 * kStages) * 8 + 1024;  // + slack to align the base
 };
 
@@ -73,15 +77,18 @@ struct Smem {
   using P = Plan<D, kStages>;
   std::uint32_t base;  // the plan's 1024-aligned base (shared state space)
   int* key_base;       // kStages × kBN key indices (generic pointer)
+  std::uint8_t* mem_base;  // kStages × kBN membership bytes of a merged item's keys (generic pointer)
 
   __device__ __forceinline__ explicit Smem(unsigned char* raw)
       : base((smem_addr(raw) + 1023u) & ~1023u),
-        key_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kKeys)) {}
+        key_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kKeys)),
+        mem_base(raw + (base - smem_addr(raw)) + P::kMem) {}
 
   __device__ __forceinline__ std::uint32_t q() const { return base + P::kQ; }
   __device__ __forceinline__ std::uint32_t k(int s) const { return base + P::kK + s * P::kTile; }
   __device__ __forceinline__ std::uint32_t v(int s) const { return base + P::kV + s * P::kTile; }
   __device__ __forceinline__ int* keys(int s) const { return key_base + s * kBN; }
+  __device__ __forceinline__ std::uint8_t* mem(int s) const { return mem_base + s * kBN; }
   __device__ __forceinline__ std::uint32_t q_full() const { return base + P::kBars; }
   __device__ __forceinline__ std::uint32_t k_full(int s) const { return base + P::kBars + 8u * (1 + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const { return base + P::kBars + 8u * (1 + kStages + s); }
@@ -103,7 +110,8 @@ struct Smem {
 // ----------------------------------------------------------------------------------------------------------
 // Scheduler
 
-/// One work item: a 128-row query block of one query head, with its mask row.
+/// One work item: a 128-row query block of one query head, with its mask row — or, for 16/32/64-row tiles, its
+/// merged item (the union of its tiles' key tiles, with membership bytes).
 struct WorkItem {
   int b, h, hkv;               // sequence of the batch, query head, its KV head
   int row0;                    // first query row of the block
@@ -111,6 +119,7 @@ struct WorkItem {
   std::int64_t off_q, off_kv;  // the sequence's first row in packed (variable-length) Q/O and K/V, else 0
   const std::int32_t* tiles;   // the mask row's kept key tiles (ascending)
   int count;                   // and their number
+  const std::uint8_t* members;  // merged item: per tile, bit m = member tile m (rows m·tile_q …) kept it; else null
   int limit;                   // block key end: no row of the block sees a key at or past it
   int chunks;                  // kBN-key chunks of the kept key positions (count · tile_k)
 };
@@ -147,9 +156,16 @@ struct Scheduler {
     it.nkv = p.cu_kv ? static_cast<int>(p.cu_kv[it.b + 1] - p.cu_kv[it.b]) : p.seqlen_kv;
     it.off_q = p.cu_q ? p.cu_q[it.b] : 0;
     it.off_kv = p.cu_kv ? p.cu_kv[it.b] : 0;
-    const std::int64_t mrow = (static_cast<std::int64_t>(it.b) * p.mask_heads + mh) * p.num_q_tiles + it.row0 / p.tile_q;
-    it.tiles = p.tiles + p.row_begin[mrow];
-    it.count = static_cast<int>(p.row_end[mrow] - p.row_begin[mrow]);
+    if (p.item_rows == 128) {  // merged: the order entry is the item's index
+      it.tiles = p.item_tiles + p.item_begin[item];
+      it.members = p.item_members + p.item_begin[item];
+      it.count = static_cast<int>(p.item_end[item] - p.item_begin[item]);
+    } else {
+      const std::int64_t mrow = (static_cast<std::int64_t>(it.b) * p.mask_heads + mh) * p.num_q_tiles + it.row0 / p.tile_q;
+      it.tiles = p.tiles + p.row_begin[mrow];
+      it.members = nullptr;
+      it.count = static_cast<int>(p.row_end[mrow] - p.row_begin[mrow]);
+    }
     const int last_row = min(it.row0 + kBM, it.nq) - 1;
     it.limit = mask_policy::block_key_end(last_row, it.nq, it.nkv, p.causal != 0);
     it.chunks = (it.count * p.tile_k + kBN - 1) / kBN;
@@ -162,7 +178,7 @@ struct Scheduler {
 
 /// Loads each item's Q block, then its K/V chunks into the stages of the pipeline. Thread t copies the
 /// 16-byte chunk c of rows r_first, r_first + kRowStep, … of every tile it fills by cp.async.
-template <class T, int D, int kStages, bool kTma>
+template <class T, int D, int kStages, bool kTma, bool kMerged>
 struct Producer {
   using P = Plan<D, kStages>;
   static constexpr int kCols = D / 8;           // 16-byte chunks per row
@@ -214,6 +230,10 @@ struct Producer {
     mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
     int* keys = sm.keys(s);
     keys[t] = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
+    if constexpr (kMerged) {  // published with the keys (k_full)
+      const int slot = (chunk * kBN + t) / p.tile_k;
+      sm.mem(s)[t] = slot < item.count ? item.members[slot] : 0;
+    }
     producer_sync();
     const int j0 = keys[0];
     if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) load_tma(item, s, j0);
@@ -320,7 +340,9 @@ __device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& i
 
 /// One consumer thread: 64 query rows per warpgroup (rows g and g + 8 of its warp's 16, in the m64nN
 /// accumulator layout), the online-softmax state and the output accumulators of the current item.
-template <class T, int D, int kStages, bool kPingpong, bool kPvSkip>
+/// kMerged: the items are merged 16/32/64-row tiles (DeviceTileMask::item_rows = 128): every chunk is masked by the
+/// rows' membership too (a separate instantiation, so the other paths' softmax stays as tight as it was).
+template <class T, int D, int kStages, bool kPingpong, bool kPvSkip, bool kMerged>
 struct Consumer {
   using P = Plan<D, kStages>;
   static constexpr bool kHalf = std::is_same_v<T, __half>;
@@ -332,6 +354,7 @@ struct Consumer {
   int wg_row0 = 0;                // first query row of this warpgroup in the current item
   mask_policy::RowKeys<int> wg_keys;      // the keys that row sees
   mask_policy::RowKeys<int> row_keys[2];  // the keys this thread's rows (g and g + 8 of its warp's 16) see
+  int member[2] = {0, 0};                 // merged items: the member tile of each of this thread's rows
   float acc_o[D / 2];
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
   float acc_s[64];                // S of the current chunk, then its weights
@@ -378,6 +401,9 @@ struct Consumer {
     for (int half = 0; half < 2; ++half)
       row_keys[half] =
           mask_policy::RowKeys<int>(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
+    if constexpr (kMerged)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) member[half] = (64 * cw + warp * 16 + g + 8 * half) / p.tile_q;
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
     m_run[0] = m_run[1] = -INFINITY;
@@ -502,9 +528,11 @@ struct Consumer {
   /// the chunk (only used for votes of ≥ 64 rows).
   __device__ __forceinline__ bool softmax(const WorkItem& item, int s, int chunk, float (&alpha)[2]) {
     const int* keys = sm.keys(s);
+    [[maybe_unused]] const std::uint8_t* mem = sm.mem(s);
     // Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
-    // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk.
-    const bool need_mask = !wg_keys.sees(keys[kBN - 1]);
+    // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk. A merged item's rows
+    // also mask the keys of tiles their own member tile did not keep.
+    const bool need_mask = kMerged || !wg_keys.sees(keys[kBN - 1]);
     float mx[2], tm[2][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -515,7 +543,12 @@ struct Consumer {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = acc_s[4 * nt + 2 * half + e];
-          if (need_mask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
+          if constexpr (kMerged) {
+            const int c = nt * 8 + 2 * t4 + e;
+            if (!row_keys[half].sees(keys[c]) || ((mem[c] >> member[half]) & 1) == 0) x = -INFINITY;
+          } else {
+            if (need_mask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
+          }
           if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
           else mx[half] = fmaxf(mx[half], x);
         }
@@ -612,7 +645,7 @@ struct Consumer {
 // ----------------------------------------------------------------------------------------------------------
 // Kernel
 
-template <class T, int D, int kStages, bool kPingpong, bool kTma, bool kPvSkip>
+template <class T, int D, int kStages, bool kPingpong, bool kTma, bool kPvSkip, bool kMerged>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
                       const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_k_fine,
@@ -626,11 +659,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x / 128 == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
-    Producer<T, D, kStages, kTma> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
+    Producer<T, D, kStages, kTma, kMerged> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
     producer.run(sched);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
-    Consumer<T, D, kStages, kPingpong, kPvSkip> consumer(p, sm);
+    Consumer<T, D, kStages, kPingpong, kPvSkip, kMerged> consumer(p, sm);
     consumer.run(sched);
   }
 #else
@@ -672,11 +705,11 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, bool kTma, bool kPvSkip>
+template <class T, int D, bool kTma, bool kPvSkip, bool kMerged = false>
 void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
   constexpr int kStages = 3;
   using P = Plan<D, kStages>;
-  auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma, kPvSkip>;
+  auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma, kPvSkip, kMerged>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int items = order_size * (params.heads_q / params.mask_heads);
   int dev = 0, sms = 0;
@@ -714,7 +747,9 @@ void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t s
       make_map(maps[3], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, fine))
     f.tma_fine_rows = fine;
   const bool pv = f.pv_thr != nullptr;
-  if (tma) pv ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, true, false>(f, maps, order_size, stream);
+  if (f.item_rows == 128)  // merged 16/32/64-row tiles (no PV-skip: it needs 128k-row tiles)
+    tma ? launch_kernel<T, D, true, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false, true>(f, maps, order_size, stream);
+  else if (tma) pv ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, true, false>(f, maps, order_size, stream);
   else pv ? launch_kernel<T, D, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false>(f, maps, order_size, stream);
 }
 

@@ -31,8 +31,7 @@ std::vector<std::string> estimator_not_supported_reasons(const MethodConfig& con
   if (const auto* c = std::get_if<bfla::Config>(&config)) return bfla_not_supported_reasons(*c, problem);
   if (const auto* c = std::get_if<anchor_attn::Config>(&config)) return anchor_attn_not_supported_reasons(*c, problem);
   if (const auto* c = std::get_if<sale::Config>(&config)) return sale_not_supported_reasons(*c, problem);
-  return {"the CUDA backend has no " + std::string(method_name(config)) +
-          " estimator yet (SpargeAttn, FG-Attn, BFLA, AnchorAttention, SALE)"};
+  return dense_not_supported_reasons(std::get<DenseConfig>(config), problem);
 }
 
 /// The shape of the mask the device estimator of `config` builds (covered methods only).
@@ -42,6 +41,7 @@ MaskShape estimated_shape(const MethodConfig& config, const Problem& problem) {
     return MaskShape::of(problem, c->tile_q(), c->tile, /*union over the GQA group*/ true);
   if (const auto* c = std::get_if<anchor_attn::Config>(&config)) return MaskShape::of(problem, c->group_rows(), 1);
   if (std::holds_alternative<sale::Config>(config)) return MaskShape::of(problem, sale::kBlockQ, sale::kBlockK);
+  if (const auto* c = std::get_if<DenseConfig>(&config)) return MaskShape::of(problem, c->tile_q, c->tile_k);
   const auto& c = std::get<sparge::Config>(config);
   return MaskShape::of(problem, c.block_q, c.block_k);
 }
@@ -61,7 +61,7 @@ std::unique_ptr<DeviceEstimator> make_estimator(const MethodConfig& config, cons
   if (const auto* c = std::get_if<bfla::Config>(&config)) return make_bfla_estimator(*c, problem, cu_q, cu_kv);
   if (const auto* c = std::get_if<anchor_attn::Config>(&config)) return make_anchor_attn_estimator(*c, problem, cu_q, cu_kv);
   if (const auto* c = std::get_if<sale::Config>(&config)) return make_sale_estimator(*c, problem, cu_q, cu_kv);
-  fail("cuda plan: no estimator for ", method_name(config));
+  return make_dense_estimator(std::get<DenseConfig>(config), problem, cu_q, cu_kv);
 }
 
 struct Plan::Impl {

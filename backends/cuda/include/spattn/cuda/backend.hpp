@@ -38,17 +38,21 @@ class DeviceTileMask {
   const std::int32_t* tiles() const { return tiles_; }
   std::int64_t* row_end() { return row_end_; }
   std::int32_t* tiles() { return tiles_; }
-  /// Merged work items for query tiles of 16 or 32 rows (null otherwise): 64 / tile_q consecutive query tiles
-  /// per item, the union of their kept key tiles and a membership byte per union tile (bit m: member m kept it);
-  /// item i lists item_tiles()[item_begin()[i] .. item_end()[i]). Built on the host for an uploaded mask (CSR),
-  /// by build_work_order() on the device for an estimated one; read by flash_sm80_kernel's kMerged path.
+  /// Merged work items (null when none): item_rows() / tile_q consecutive query tiles per item, the union of their
+  /// kept key tiles and a membership byte per union tile (bit m: member m kept it); item i lists
+  /// item_tiles()[item_begin()[i] .. item_end()[i]). Query tiles of 16 or 32 rows: items of 128 rows where the sm90
+  /// kernel runs (use_sm90() when the mask is built), 64 elsewhere; of 64 rows: items of 128 rows where the sm90
+  /// kernel runs, none elsewhere. Built on the host for an uploaded mask (CSR), by build_work_order() on the device
+  /// for an estimated one; read by the sm90 kernel and by flash_sm80_kernel's kMerged path (tile_q 16/32).
   const std::int64_t* item_begin() const { return item_begin_; }
   const std::int64_t* item_end() const { return item_end_; }
   const std::int32_t* item_tiles() const { return item_tiles_; }
   const std::uint8_t* item_members() const { return item_members_; }
-  /// For tile_q a multiple of 128 (null otherwise): the mask's 128-row blocks (b, mask head, block) encoded
-  /// as (b * mask_heads + h) * order_blocks() + block, by (batch, mask head), then longest first
-  /// (mask_policy::runs_before), blocks past a sequence's end left out. The sm90 kernel runs them in this order.
+  int item_rows() const { return item_rows_; }
+  /// For tile_q a multiple of 128 or items of 128 rows (null otherwise): the mask's 128-row blocks (b, mask head,
+  /// block) encoded as (b * mask_heads + h) * order_blocks() + block, by (batch, mask head), then longest first
+  /// (mask_policy::runs_before; items: by their union's length), blocks past a sequence's end left out. The sm90
+  /// kernel runs them in this order.
   const std::int32_t* order() const { return order_; }
   int order_size() const { return order_size_; }
   int order_blocks() const { return order_blocks_; }
@@ -75,6 +79,7 @@ class DeviceTileMask {
   std::int64_t items_ = 0;
   std::int32_t* item_tiles_ = nullptr;
   std::uint8_t* item_members_ = nullptr;
+  int item_rows_ = 0;  ///< 0: no items
   std::int32_t* order_ = nullptr;
   std::int32_t* order_base_ = nullptr;  ///< per batch: first order entry of (b, mask head 0), and its block count
   int order_size_ = 0, order_blocks_ = 0;

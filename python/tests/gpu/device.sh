@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The Python package on the GPU machine (Python 3.12, torch 2.11, pip's pybind11, CUDA 13, nvcc, cmake, ninja; no
+# internet). From the repository root:
+#   bash python/tests/gpu/device.sh
+# Builds only the module (and the C++ timing program) with the CUDA backend for sm_90a — the `cuda` preset's
+# configuration (Release, SPATTN_ENABLE_CUDA) without its tests, tools and benchmarks, for one architecture — then
+# runs the CPU test suite with this PyTorch and the GPU checks (run_gpu_checks.py), whose table ends the output.
+# Environment: PYTHON (default python3), BUILD (default build-python-cuda), OUT (where gpu_checks.txt goes; default
+# the build directory).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+PYTHON=$(command -v "${PYTHON:-python3}")
+BUILD=${BUILD:-build-python-cuda}
+OUT=${OUT:-$BUILD}
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+# The system compiler where there is one: a compiler wrapper that links libstdc++ statically into shared objects
+# (our H100 machine's CXX=/opt/gcc/bin/g++) gives a module that crashes at its first use of a C++ stream (GCC 13 sets
+# up the streams inside libstdc++.so). SPATTN_PY_CXX overrides.
+if [[ -n ${SPATTN_PY_CXX:-} || -x /usr/bin/g++ ]]; then
+  export CXX=${SPATTN_PY_CXX:-/usr/bin/g++}
+  export CUDAHOSTCXX=$CXX
+fi
+generator=()
+command -v ninja > /dev/null && generator=(-G Ninja)
+
+echo "+ $PYTHON: $($PYTHON -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)')"
+start=$(date +%s)
+CUDACXX=$nvcc cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DSPATTN_ENABLE_CUDA=ON -DSPATTN_BUILD_PYTHON=ON -DSPATTN_BUILD_PYTHON_TESTS=ON \
+  -DSPATTN_BUILD_TESTS=OFF -DSPATTN_BUILD_TOOLS=OFF -DSPATTN_BUILD_BENCH=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES=90a "-DSPATTN_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" \
+  -DPython_EXECUTABLE="$PYTHON" -Dpybind11_DIR="$($PYTHON -m pybind11 --cmakedir)"
+cmake --build "$BUILD" --target _spattn spattn_python_call_time -j "$(nproc)"
+echo "+ configure + build: $(( $(date +%s) - start )) s"
+
+export PYTHONPATH=$PWD/$BUILD/python PYTHONDONTWRITEBYTECODE=1
+status=0
+# The CPU suite with this PyTorch (the custom-op and BlockMask tests run here; Debian's 1.13 skips them).
+"$PYTHON" -m pytest -q -p no:cacheprovider python/tests --ignore=python/tests/gpu || status=1
+mkdir -p "$OUT"
+"$PYTHON" python/tests/gpu/run_gpu_checks.py --build "$BUILD" 2>&1 | tee "$OUT/gpu_checks.txt" || status=1
+exit $status

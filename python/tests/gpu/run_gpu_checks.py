@@ -1,0 +1,329 @@
+"""The Python package on a GPU machine (issue 17's proof on the H100): run by device.sh after it built the module.
+
+    PYTHONPATH=<build>/python python python/tests/gpu/run_gpu_checks.py --build <build>
+
+Checks, each PASS / FAIL / SKIP with its numbers, and a table at the end (exit status 1 on any FAIL):
+  zero_copy     CUDA tensors in and out without a copy (data pointers, torch's allocator unchanged), strided views
+  vs_sdpa       spattn (every method; the executor on random masks) against torch SDPA with the same boolean mask
+  flex_export   TileMask.to_flex_block_mask() through flex_attention against spattn's output (PyTorch >= 2.5)
+  dynamo        torch._dynamo.explain of a small model calling the SDPA drop-in: no graph break; torch.compile result
+  cuda_graph    CUDA-graph capture of Plan.run and of the torch op, replayed on new inputs in the same buffers
+  overhead      host time per call: Python (public call, Plan.run, torch op) against the C++ calls (call_time.cpp)
+  capture       spattn.capture on a tiny random Llama (transformers, if installed): the captured Q/K/V reproduce
+                the attention output; the SDPA drop-in patched into the model
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+import torch
+
+import spattn
+import spattn.capture
+import spattn.torch
+
+RESULTS = []
+DEVICE = "cuda"
+METHODS = ["dense", "sparge", "sale", "fgattn", "bfla", "anchor"]
+
+
+class Skip(Exception):
+    pass
+
+
+def check(fn):
+    name = fn.__name__
+    print(f"\n=== {name}", flush=True)
+    try:
+        detail = fn()
+        RESULTS.append((name, "PASS", detail))
+    except Skip as e:
+        RESULTS.append((name, "SKIP", str(e)))
+    except Exception as e:  # noqa: BLE001 — every failure is reported, the other checks still run
+        traceback.print_exc()
+        RESULTS.append((name, "FAIL", f"{type(e).__name__}: {e}"[:300]))
+    print(f"--- {RESULTS[-1][1]}: {RESULTS[-1][2]}", flush=True)
+
+
+def rand(*shape, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    return torch.randn(*shape, generator=g, device=DEVICE, dtype=torch.float32).to(dtype)
+
+
+def qkv(b=1, hq=8, hkv=8, n=2048, d=128, seed=0):
+    return rand(b, hq, n, d, seed=seed), rand(b, hkv, n, d, seed=seed + 1), rand(b, hkv, n, d, seed=seed + 2)
+
+
+def rel_l1(got, want):
+    got, want = got.double(), want.double()
+    return ((got - want).abs().sum() / want.abs().sum().clamp_min(1e-30)).item()
+
+
+def boolean_mask(mask, heads_q, n_q, n_kv, causal):
+    """The tile mask as SDPA's boolean [B, Hq, Nq, Nkv] (True = attend), built from the mask's bitmap."""
+    bits = torch.from_numpy(mask.to_bitmap()).to(DEVICE).bool()
+    bits = bits.repeat_interleave(heads_q // bits.shape[1], dim=1)
+    dense = bits.repeat_interleave(mask.tile_q, dim=2)[:, :, :n_q].repeat_interleave(mask.tile_k, dim=3)[..., :n_kv]
+    if causal:
+        rows = torch.arange(n_q, device=DEVICE)[:, None]
+        keys = torch.arange(n_kv, device=DEVICE)[None, :]
+        dense = dense & (keys <= rows + n_kv - n_q)
+    return dense
+
+
+def sdpa_reference(q, k, v, dense_mask):
+    """torch SDPA in fp32 with the boolean mask; rows without a key give 0 (spattn's rule; SDPA gives NaN)."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    out = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=dense_mask)
+    return torch.where(dense_mask.any(dim=-1, keepdim=True), out, torch.zeros_like(out))
+
+
+def zero_copy():
+    q, k, v = qkv()
+    out = torch.full_like(q, float("nan"))
+    pointer, allocated = out.data_ptr(), torch.cuda.memory_allocated()
+    result, mask, info = spattn.sparse_attention(q, k, v, method="sparge", causal=True, out=out, return_mask=True)
+    torch.cuda.synchronize()
+    assert result is out and out.data_ptr() == pointer, "out was not written in place"
+    assert torch.isfinite(out).all(), "out has elements the call did not write"
+    assert torch.cuda.memory_allocated() == allocated, "the Python layer allocated through torch"
+    # [B, N, H, D] storage read through strides (transpose views) gives the same bits.
+    views = [x.transpose(1, 2).contiguous().transpose(1, 2) for x in (q, k, v)]
+    out_view = torch.full((1, 2048, 8, 128), float("nan"), device=DEVICE, dtype=torch.bfloat16).transpose(1, 2)
+    spattn.sparse_attention(*views, method="sparge", causal=True, out=out_view)
+    same = torch.equal(out_view, out)
+    assert same, f"strided views differ from contiguous: max {(out_view.float() - out.float()).abs().max().item()}"
+    return f"ran on {info['backend']} (estimate) / {info['attend']['backend']} (attend); pointers kept; views equal"
+
+
+def vs_sdpa():
+    q, k, v = qkv(hq=8, hkv=2)
+    rows = []
+    worst = 0.0
+    for method in METHODS:
+        try:
+            out, mask, info = spattn.sparse_attention(q, k, v, method=method, causal=True, return_mask=True)
+        except spattn.Error as e:
+            rows.append(f"{method}: not run ({str(e)[:120]})")
+            continue
+        err = rel_l1(out, sdpa_reference(q, k, v, boolean_mask(mask, 8, 2048, 2048, True)))
+        skipped = info["attend"]["pv_skipped"]
+        note = f" (PV-skip left out {skipped} tile votes)" if skipped else ""
+        if not skipped:
+            worst = max(worst, err)
+        rows.append(f"{method}: density {mask.density:.3f} rel_l1 {err:.2e} on {info['attend']['backend']}{note}")
+    gen = np.random.default_rng(0)
+    for tile_q, tile_k in [(128, 128), (64, 64), (128, 32), (16, 16)]:
+        tq, tk = 2048 // tile_q, 2048 // tile_k
+        mask = spattn.TileMask.from_bitmap((gen.random((1, 8, tq, tk)) < 0.3).astype(np.uint8), tile_q=tile_q,
+                                           tile_k=tile_k, seqlen_q=2048, seqlen_kv=2048, causal=True)
+        try:
+            out, stats = spattn.attend(q, k, v, mask, causal=True, return_stats=True)
+        except spattn.Error as e:
+            rows.append(f"attend {tile_q}x{tile_k}: not run ({str(e)[:120]})")
+            continue
+        err = rel_l1(out, sdpa_reference(q, k, v, boolean_mask(mask, 8, 2048, 2048, True)))
+        worst = max(worst, err)
+        # The comparison can tell masks apart: against causal attention without the mask the error is large.
+        control = rel_l1(out, sdpa_reference(q, k, v, boolean_mask(spattn.TileMask.dense(
+            tile_q=tile_q, tile_k=tile_k, batch=1, mask_heads=8, seqlen_q=2048, seqlen_kv=2048, causal=True),
+            8, 2048, 2048, True)))
+        assert control > 0.1, f"attend {tile_q}x{tile_k}: the dense control is only {control:.2e} away"
+        rows.append(f"attend {tile_q}x{tile_k}: rel_l1 {err:.2e} on {stats['backend']} (vs no mask {control:.2f})")
+    print("\n".join(rows))
+    assert worst < 1e-2, f"worst rel_l1 {worst:.2e} >= 1e-2 (bf16)"
+    return f"worst rel_l1 {worst:.2e} over {len(rows)} runs (bf16 vs fp32 SDPA); " + "; ".join(rows)
+
+
+def flex_export():
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+    except ImportError:
+        raise Skip("this PyTorch has no flex_attention")
+    q, k, v = qkv(hq=8, hkv=8, n=1024)
+    out, mask, _ = spattn.sparse_attention(q, k, v, method="fgattn", causal=True, return_mask=True, tile_q=64,
+                                           tile_k=64)
+    block_mask = mask.to_flex_block_mask(heads_q=8, device=DEVICE)
+    flex = flex_attention(q.float(), k.float(), v.float(), block_mask=block_mask)
+    err = rel_l1(out, flex)
+    assert err < 1e-2, f"rel_l1 {err:.2e}"
+    return f"fgattn 64x64 mask (density {mask.density:.3f}) through flex_attention: rel_l1 {err:.2e}"
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width=1024, heads=8):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        b, n, width = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, width // self.heads).unbind(2)  # [B, N, H, D] views
+        o = spattn.torch.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                      is_causal=True, method="sparge")
+        return self.proj(o.transpose(1, 2).reshape(b, n, width))
+
+
+def dynamo():
+    if not spattn.torch.HAS_CUSTOM_OP:
+        raise Skip(f"PyTorch {torch.__version__} has no torch.library.custom_op")
+    model = Block().to(DEVICE, torch.bfloat16).eval()
+    x = rand(1, 2048, 1024, seed=5)
+    with torch.no_grad():
+        explanation = torch._dynamo.explain(model)(x)
+        breaks = explanation.graph_break_count
+        assert breaks == 0, f"{breaks} graph breaks: {explanation.break_reasons}"
+        eager = model(x)
+        torch._dynamo.reset()
+        compiled = torch.compile(model)(x)
+    err = rel_l1(compiled, eager)
+    assert err < 1e-2, f"compiled vs eager rel_l1 {err:.2e}"
+    return f"graphs {explanation.graph_count}, graph breaks 0; torch.compile vs eager rel_l1 {err:.2e}"
+
+
+def cuda_graph():
+    if not spattn.has_cuda:
+        raise Skip("spattn built without CUDA")
+    q, k, v = qkv()
+    out = torch.empty_like(q)
+    plan = spattn.Plan(q, k, v, method="sparge", causal=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the capture
+        plan.run(q, k, v, out)
+        spattn.torch.sparse_attention(q, k, v, method="sparge", causal=True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(q, k, v, out)
+        op_out = spattn.torch.sparse_attention(q, k, v, method="sparge", causal=True)
+    rows = []
+    for seed in (11, 21):
+        new = qkv(seed=seed)
+        for static, fresh in zip((q, k, v), new):
+            static.copy_(fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = spattn.sparse_attention(*new, method="sparge", causal=True)
+        for name, got in (("Plan.run", out), ("torch op", op_out)):
+            diff = (got.float() - expected.float()).abs().max().item()
+            assert diff == 0.0, f"{name} replay differs from the eager call: max |diff| {diff}"
+        rows.append(f"inputs {seed}: replay == eager")
+    return "Plan.run and the torch op captured in one graph; " + "; ".join(rows)
+
+
+def host_us(fn, iters=200):
+    fn()
+    times = []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def overhead(build):
+    exe = os.path.join(build, "python", "spattn_python_call_time")
+    if not os.path.exists(exe):
+        raise Skip(f"{exe} not built (cmake --build {build} --target spattn_python_call_time)")
+    shape = dict(b=1, hq=8, hkv=8, n=1024, d=128)
+    rows = []
+    for method in ("dense", "sparge"):
+        try:
+            cpp = json.loads(subprocess.check_output([exe, method, "1", "8", "1024", "128", "200"], text=True))
+        except subprocess.CalledProcessError as e:
+            rows.append(f"{method}: C++ timing failed ({e})")
+            continue
+        q, k, v = qkv(**shape)
+        out = torch.empty_like(q)
+        row = f"{method} [1,8,1024,128] bf16 causal:"
+        if cpp["public_us"] is not None:
+            public = host_us(lambda: spattn.sparse_attention(q, k, v, method=method, causal=True, out=out))
+            row += f" public call C++ {cpp['public_us']:.1f} / Python {public:.1f} us;"
+        if cpp["plan_us"] is not None:
+            plan = spattn.Plan(q, k, v, method=method, causal=True)
+            plan_us = host_us(lambda: plan.run(q, k, v, out))
+            row += f" Plan.run C++ {cpp['plan_us']:.1f} / Python {plan_us:.1f} us (+{plan_us - cpp['plan_us']:.1f});"
+        op_us = host_us(lambda: spattn.torch.sparse_attention(q, k, v, method=method, causal=True))
+        rows.append(row + f" torch op {op_us:.1f} us")
+    print("\n".join(rows))
+    return " | ".join(rows) + " (median host time per call, GPU idle before each; the public call includes the"\
+        " kernels and its synchronisation; C++ inputs are the llm workload, Python's random: compare dense there)"
+
+
+def capture():
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        raise Skip("transformers is not installed here")
+    config = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(DEVICE).eval()
+    ids = torch.randint(0, 1000, (1, 512), device=DEVICE)
+    attention_out = {}
+    hook = model.model.layers[1].self_attn.o_proj.register_forward_pre_hook(
+        lambda module, args: attention_out.setdefault(1, args[0].detach().clone()))
+    captured = spattn.capture.capture(model, ids, [0, 1])
+    hook.remove()
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = spattn.capture.save(captured, tmp)
+        q, k, v = (np.load(os.path.join(tmp, f"layer1_{n}.npy")) for n in "qkv")
+    assert len(paths) == 6 and q.shape == (1, 4, 512, 64) and k.shape[2:] == (512, 64), (q.shape, k.shape)
+    out = spattn.sparse_attention(q, k, v, method="dense", causal=True)  # the reference, on the host
+    got = torch.from_numpy(out).transpose(1, 2).reshape(1, 512, 256)
+    err = (got - attention_out[1].float().cpu()).abs().max().item()
+    assert err < 2e-3, f"captured Q/K/V do not reproduce the attention output: max |diff| {err}"
+    detail = f"layer 1 q {q.shape} k {k.shape}: attention output reproduced (max |diff| {err:.1e})"
+    # The SDPA drop-in patched into the model (bf16 on the GPU).
+    model = model.to(torch.bfloat16)
+    # The patch must reach spattn: count its calls (a model whose SDPA was not replaced would match trivially).
+    calls, original = [], spattn.torch.sparse_attention
+    spattn.torch.sparse_attention = lambda *a, **kw: (calls.append(1), original(*a, **kw))[1]
+    try:
+        with torch.no_grad():
+            want = model(ids).logits.float()
+            with spattn.torch.patched(method="dense"):
+                got_logits = model(ids).logits.float()
+    finally:
+        spattn.torch.sparse_attention = original
+    assert len(calls) == config.num_hidden_layers, f"spattn ran {len(calls)} times, not once per layer"
+    err = rel_l1(got_logits, want)
+    assert err < 2e-2, f"patched model logits rel_l1 {err:.2e}"
+    return detail + f"; model with spattn.torch.patched(method='dense'): {len(calls)} spattn calls, logits rel_l1 {err:.2e}"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build-python-cuda", help="the CMake build directory")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, spattn has_cuda {spattn.has_cuda}, "
+          f"backends {spattn.backends()}")
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to check")
+        return 1
+    print(f"device {torch.cuda.get_device_name()}")
+    for fn in (zero_copy, vs_sdpa, flex_export, dynamo, cuda_graph, lambda: overhead(args.build), capture):
+        if fn.__name__ == "<lambda>":
+            fn.__name__ = "overhead"
+        check(fn)
+    print("\n| check | result | detail |\n|---|---|---|")
+    for name, status, detail in RESULTS:
+        print(f"| {name} | {status} | {detail} |")
+    return 1 if any(status == "FAIL" for _, status, _ in RESULTS) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
