@@ -82,10 +82,14 @@ struct Int8BlockScale {
 
 }  // namespace detail
 
-/// The per-block data of the quantized mode, in Exec's memory; `blocks` points into `storage`.
+/// The per-block data of the quantized mode, in Exec's memory (`blocks` points into the views). Constructed empty (the
+/// mode off): never a default-constructed View, whose destructor crashes in the Kokkos 4.6 snapshot of ../shared/deps
+/// (mdspan-based View, g++ 12).
 template <class Exec>
 struct Int8Prepared {
-  Kokkos::View<float*, typename Exec::memory_space> k_mean, q_scale, k_scale;
+  using Floats = Kokkos::View<float*, typename Exec::memory_space>;
+  Floats k_mean{std::string("spattn::int8_k_mean"), 0}, q_scale{std::string("spattn::int8_q_scale"), 0},
+      k_scale{std::string("spattn::int8_k_scale"), 0};
   Int8Blocks blocks;
 };
 
@@ -101,9 +105,9 @@ Int8Prepared<Exec> prepare_int8(const Problem& p, const DeviceShape& s, const De
   qb.k_blocks = (p.seqlen_kv + qb.block_k - 1) / qb.block_k;
   qb.dtype = p.dtype;
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
-  out.k_mean = decltype(out.k_mean)(std::string("spattn::int8_k_mean"), n(p.batch * p.heads_kv * p.head_dim));
-  out.q_scale = decltype(out.q_scale)(std::string("spattn::int8_q_scale"), n(p.batch * p.heads_q * qb.q_blocks));
-  out.k_scale = decltype(out.k_scale)(std::string("spattn::int8_k_scale"), n(p.batch * p.heads_kv * qb.k_blocks));
+  out.k_mean = typename Int8Prepared<Exec>::Floats(std::string("spattn::int8_k_mean"), n(p.batch * p.heads_kv * p.head_dim));
+  out.q_scale = typename Int8Prepared<Exec>::Floats(std::string("spattn::int8_q_scale"), n(p.batch * p.heads_q * qb.q_blocks));
+  out.k_scale = typename Int8Prepared<Exec>::Floats(std::string("spattn::int8_k_scale"), n(p.batch * p.heads_kv * qb.k_blocks));
   qb.k_mean = out.k_mean.data();
   qb.q_scale = out.q_scale.data();
   qb.k_scale = out.k_scale.data();
