@@ -214,11 +214,8 @@ TileMask bfla_estimate_on(const Problem& p, const TensorView& q, const TensorVie
                           std::vector<std::vector<float>>* scores_out) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, c.tile_q(), c.tile, true);
-  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
-  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
-  const DeviceShape s{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, p.head_dim, p.dim_v(), p.causal,
-                      scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr,
-                      p.varlen() ? cu_kv.data() : nullptr};
+  const ProblemOn<Exec> on(p);
+  const DeviceShape& s = on.shape;
   const std::int64_t g = c.group, bs = c.block;
   const detail::BflaGeometry geo{g, bs, bs / g, (p.seqlen_q + g - 1) / g, (p.seqlen_kv + g - 1) / g,
                                  (p.seqlen_q + bs - 1) / bs, (p.seqlen_kv + bs - 1) / bs};

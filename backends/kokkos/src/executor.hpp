@@ -318,12 +318,10 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   using Team = detail::FlashTeam<Exec>;
   const auto row_ptr = to_space<Exec>("spattn::row_ptr", mask.row_ptr.data(), mask.row_ptr.size());
   const auto tiles = to_space<Exec>("spattn::tiles", mask.tiles.data(), mask.tiles.size());
-  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
-  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
+  const ProblemOn<Exec> on(p);
 
   Team f;
-  f.s = {p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, p.head_dim, p.dim_v(), p.causal,
-         scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr, p.varlen() ? cu_kv.data() : nullptr};
+  f.s = on.shape;
   f.q = DeviceTensor::of(q);
   f.k = DeviceTensor::of(k);
   f.v = DeviceTensor::of(v);

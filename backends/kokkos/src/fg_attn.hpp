@@ -114,11 +114,8 @@ TileMask fg_attn_estimate_on(const Problem& p, const TensorView& q, const Tensor
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
-  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
-  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
-  const DeviceShape s{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, d, p.dim_v(), p.causal,
-                      scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr,
-                      p.varlen() ? cu_kv.data() : nullptr};
+  const ProblemOn<Exec> on(p);
+  const DeviceShape& s = on.shape;
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
   Kokkos::View<float*, typename Exec::memory_space> q_mean(std::string("spattn::q_mean"),

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "spattn/numerics.hpp"
+#include "spattn/online_softmax.hpp"
 #include "spattn/problem.hpp"
 
 namespace spattn::kokkos {
@@ -64,6 +65,19 @@ Kokkos::View<T*, typename Exec::memory_space> to_space(const char* label, const 
   Kokkos::deep_copy(out, host);
   return out;
 }
+
+/// The problem in an execution space: its sequence offsets copied there (they must outlive the kernels that read
+/// them) and the DeviceShape over them — what every kernel of the backend starts from.
+template <class Exec>
+struct ProblemOn {
+  Kokkos::View<std::int64_t*, typename Exec::memory_space> cu_q, cu_kv;
+  DeviceShape shape;
+  explicit ProblemOn(const Problem& p)
+      : cu_q(to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size())),
+        cu_kv(to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size())),
+        shape{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, p.head_dim, p.dim_v(), p.causal,
+              scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr, p.varlen() ? cu_kv.data() : nullptr} {}
+};
 
 /// Team size of the kernels: one thread on a host space (Serial), 128 on a GPU.
 template <class Exec>

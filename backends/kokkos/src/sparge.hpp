@@ -184,11 +184,8 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, c.block_q, c.block_k);
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
-  const auto cu_q = to_space<Exec>("spattn::cu_q", p.cu_seqlens_q.data(), p.cu_seqlens_q.size());
-  const auto cu_kv = to_space<Exec>("spattn::cu_kv", p.cu_seqlens_kv.data(), p.cu_seqlens_kv.size());
-  const DeviceShape s{p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_kv, d, p.dim_v(), p.causal,
-                      scale_log2(p.softmax_scale()), p.varlen() ? cu_q.data() : nullptr,
-                      p.varlen() ? cu_kv.data() : nullptr};
+  const ProblemOn<Exec> on(p);
+  const DeviceShape& s = on.shape;
   const DeviceTensor qt = DeviceTensor::of(q), kt = DeviceTensor::of(k);
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
