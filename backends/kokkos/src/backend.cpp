@@ -80,13 +80,6 @@ std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const Met
                                                                        const TensorView& q, const TensorView& k,
                                                                        const EstimateOptions& options) const {
   std::vector<std::string> why = memory_reasons({&q, &k}, options.backend);
-#if defined(KOKKOS_ENABLE_CUDA)
-  // Known defect (2026-11-24, H100): the shared estimator table on Kokkos::Cuda stopped at an illegal global write in
-  // its first case (sparge top-k llm GQA), so the estimators are not picked automatically for CUDA memory.
-  if (q.memory == Memory::cuda && options.backend != "kokkos")
-    why.push_back("the Kokkos estimators on CUDA memory run by name only (options.backend = \"kokkos\"): they do not "
-                  "pass the conformance table on a GPU yet");
-#endif
   std::visit(Overload{[](const DenseConfig&) {},
                       [&](const sparge::Config& c) {
                         if (p.batch * p.heads_q * MaskShape::of(p, c.block_q, c.block_k).num_q_tiles() > INT_MAX)

@@ -225,9 +225,10 @@ SaleResult sale_estimate_on(const Problem& p, const TensorView& q, const TensorV
   std::vector<float> empty_states(n(2 * bq * p.seqlen_q));  // rows without a sink-local pass: (m, l) = (−∞, 0)
   for (std::size_t i = 0; i < empty_states.size(); i += 2) empty_states[i] = -INFINITY, empty_states[i + 1] = 0.0f;
   const auto sink_local = to_space<Exec>("spattn::sink_local", empty_states.data(), empty_states.size());
-  Kokkos::View<float*, Mem> margins(Kokkos::view_alloc(std::string("spattn::margins"), Kokkos::WithoutInitializing),
-                                    n(shape.num_rows() * tk));
-  Kokkos::deep_copy(margins, NAN);
+  // NaN where SaleSelect writes no margin. Uploaded rather than filled: on Kokkos::Cuda (the 4.6 snapshot, CUDA 13),
+  // Kokkos::deep_copy(margins, NAN)'s fill kernel wrote outside every allocation (compute-sanitizer, H100).
+  const std::vector<float> no_margins(n(shape.num_rows() * tk), NAN);
+  const auto margins = to_space<Exec>("spattn::margins", no_margins.data(), no_margins.size());
   Kokkos::View<std::uint8_t*, Mem> keep(std::string("spattn::keep"), n(shape.num_rows() * tk));
   Kokkos::View<std::int64_t*, Mem> counts(std::string("spattn::sale_counts"), n(2 * shape.num_rows()));
   const std::size_t bytes = sizeof(float) * sale::kBlockQ + 64;
