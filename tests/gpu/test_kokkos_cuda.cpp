@@ -6,6 +6,7 @@
 // products: at most 2 % of their decisions may differ (as on the host).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <variant>
 
 #include "../common.hpp"
@@ -16,14 +17,20 @@
 namespace spattn::test {
 namespace {
 
+// Each case on the kernel the dispatch picks (the register-tiled one for Dv 64 / 128), then on the generic one
+// (SPATTN_KOKKOS_EXECUTOR=generic).
 TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resumed: state_out + resume)") {
   CudaMemory memory;
   int ran = 0;
+  for (const bool generic : {false, true})
   for (const bool resumed : {false, true})
   for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
     const std::string case_name(c.name);
     CAPTURE(case_name);
     CAPTURE(resumed);
+    CAPTURE(generic);
+    if (generic) setenv("SPATTN_KOKKOS_EXECUTOR", "generic", 1);
+    else unsetenv("SPATTN_KOKKOS_EXECUTOR");
     const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", memory, resumed);
     REQUIRE(r.not_supported.empty());
     ++ran;
@@ -33,7 +40,8 @@ TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resume
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
   }
-  CHECK(ran == 2 * static_cast<int>(conformance::executor_cases().size()));
+  unsetenv("SPATTN_KOKKOS_EXECUTOR");
+  CHECK(ran == 4 * static_cast<int>(conformance::executor_cases().size()));
 }
 
 TEST_CASE("Kokkos CUDA: PV-skip decisions and outputs as the reference's") {

@@ -1,14 +1,18 @@
-// The tile-sparse executor as one Kokkos kernel: a team per row block (on a host space the reference's row blocks of
-// at most 128 rows of one query tile of one query head; 64 rows on a GPU), its Q rows, the running softmax state and
-// the accumulator in team scratch; the row block's kept keys are visited in ascending order in chunks (64 keys on the
-// host, 32 on a GPU), each chunk's K and V rows staged in team scratch. A thread computes a 4 × 4 register block of
-// scores (dot_sequential_block) and of P·V, so that one scratch load serves four multiply-adds. Which keys a row sees,
-// the key list of a row's kept tiles and the empty-row rule are mask_policy's; the per-row softmax arithmetic is
-// OnlineSoftmax's (both in core/). fp32 accumulation for every input dtype; outputs rounded to O's dtype.
-// The int8 QKᵀ mode (qk_int8) as the reference: codes of Q and of the smoothed K (int8_quant.hpp, spattn/quant.hpp).
-// AttendOptions::resume / state_out as the reference: rows start from a given state and l·O, and leave their final one.
-// SpargeAttn's PV-skip as the reference runs it: one chunk per visited tile, 128-row blocks, votes by
-// mask_policy::pv_row_votes_skip over the scores of the tile against the running max.
+// The tile-sparse executor on a Kokkos execution space, two kernels behind one entry point (attend_on):
+// - flash_tile.hpp (FlashTile), the common case: no PV-skip, no int8 mode, Dv 64 or 128. Register-tiled: 128-row
+//   teams of 256 threads, accumulators and softmax states in registers, Q/K/V slices in team scratch.
+// - FlashTeam below, everything else (PV-skip, the int8 QKᵀ mode, other Dv; and any call when
+//   SPATTN_KOKKOS_EXECUTOR=generic, which the tests use to keep it covered): a team per row block (on a host space
+//   the reference's row blocks of at most 128 rows of one query tile of one query head; 64 rows on a GPU), its Q rows,
+//   the running softmax state and the accumulator in team scratch; the row block's kept keys visited in ascending
+//   order in chunks (64 keys on the host, 32 on a GPU), each chunk's K and V rows staged in team scratch. A thread
+//   computes a 4 × 4 register block of scores (dot_sequential_block) and of P·V.
+// Which keys a row sees, the key list of a row's kept tiles and the empty-row rule are mask_policy's; the per-row
+// softmax arithmetic is OnlineSoftmax's (both in core/). fp32 accumulation for every input dtype; outputs rounded to
+// O's dtype. The int8 QKᵀ mode (qk_int8) as the reference: codes of Q and of the smoothed K (int8_quant.hpp,
+// spattn/quant.hpp). AttendOptions::resume / state_out as the reference: rows start from a given state and l·O, and
+// leave their final one. SpargeAttn's PV-skip as the reference runs it: one chunk per visited tile, 128-row blocks,
+// votes by mask_policy::pv_row_votes_skip over the scores of the tile against the running max.
 //
 // Not bit-identical to the reference (its QKᵀ and PV are Eigen GEMMs in chunks of 256 keys): outputs are compared
 // within the dtype's tolerance (DESIGN.md §5.4). Scalar fp32 on every space (Kokkos has no portable tensor-core
@@ -18,8 +22,11 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
+#include "attend_args.hpp"
+#include "flash_tile.hpp"
 #include "int8_quant.hpp"
 #include "kernel_args.hpp"
 #include "run.hpp"
@@ -31,7 +38,7 @@
 namespace spattn::kokkos {
 
 /// Runs the executor on execution space Exec; tensors, the LSE array and the returned counts as in Backend::attend.
-/// Inputs already validated and covered (no PV-skip, no int8 mode).
+/// Inputs already validated and covered.
 template <class Exec>
 AttendStats attend_on(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                       const TileMask& mask, const TensorView& o, const AttendOptions& options);
@@ -86,15 +93,7 @@ struct FlashTeam {
   using Policy = Kokkos::TeamPolicy<Exec>;
   using Member = typename Policy::member_type;
 
-  DeviceShape s;
-  DeviceTensor q, k, v, o;
-  float* lse = nullptr;  ///< [B, Hq, max Nq] natural-log LSE, or null
-  const SoftmaxState* resume = nullptr;  ///< AttendOptions::resume: rows start from (m, l) and l·O (same indexing)
-  SoftmaxState* state_out = nullptr;     ///< AttendOptions::state_out: each row's final (m, l)
-  const std::int64_t* row_ptr = nullptr;
-  const std::int32_t* tiles = nullptr;
-  std::int64_t mask_heads = 1, q_tiles = 0, blocks_per_tile = 1;
-  std::int32_t tile_q = 128, tile_k = 128;
+  AttendArgs a;
   TeamShape shape{};
   // SpargeAttn's PV-skip (AttendOptions; off when thresholds is null): one chunk per visited tile (shape.chunk ≥
   // tile_k), row blocks of 128 rows (the vote groups of the reference's row blocks).
@@ -109,29 +108,14 @@ struct FlashTeam {
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
     const int R = shape.rows, C = shape.chunk;
     const bool pv_skip = thresholds != nullptr;
-    const int per_chunk = pv_skip ? tile_k : C;  // list positions per chunk: one tile with PV-skip
-    // League index -> (b, hq, query tile t, row block of the tile).
-    std::int64_t w = team.league_rank();
-    const std::int64_t blk = w % blocks_per_tile;
-    w /= blocks_per_tile;
-    const std::int64_t t = w % q_tiles;
-    w /= q_tiles;
-    const std::int64_t h = w % s.heads_q, b = w / s.heads_q;
-    const std::int64_t nq = s.nq(b), nkv = s.nkv(b);
-    const std::int64_t tile_end = (t + 1) * tile_q < nq ? (t + 1) * tile_q : nq;
-    const std::int64_t r0 = t * tile_q + blk * R;
-    if (r0 >= tile_end) return;
-    const std::int64_t r1 = r0 + R < tile_end ? r0 + R : tile_end;
-    const int rows = static_cast<int>(r1 - r0);
+    const int per_chunk = pv_skip ? a.tile_k : C;  // list positions per chunk: one tile with PV-skip
+    const RowBlock blk(a, team.league_rank(), R, false);
+    if (blk.rows == 0) return;
+    const DeviceShape& s = a.s;
+    const DeviceTensor &q = a.q, &k = a.k, &v = a.v;
+    const std::int64_t b = blk.b, h = blk.h, hkv = blk.hkv, r0 = blk.r0, positions = blk.positions;
+    const int rows = blk.rows;
     const int row_groups = (rows + kBlock - 1) / kBlock;
-    const std::int64_t hkv = h / s.group();
-    const std::int64_t mh = mask_heads == s.heads_q ? h : h / (s.heads_q / mask_heads);
-    const std::int64_t mrow = (b * mask_heads + mh) * q_tiles + t;
-    const std::int32_t* kept = tiles + row_ptr[mrow];
-    const std::int64_t count = row_ptr[mrow + 1] - row_ptr[mrow];
-    const std::int64_t limit = mask_policy::block_key_end(r1 - 1, nq, nkv, s.causal);
-    const std::int64_t positions =
-        mask_policy::visited_tiles<std::int64_t>(kept, count, tile_k, limit) * static_cast<std::int64_t>(tile_k);
     const std::int64_t d = s.d, dv = s.dv, ld = d + 1;
 
     const auto floats = [&](int level, std::int64_t n) {
@@ -155,7 +139,7 @@ struct FlashTeam {
     // Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used).
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * d), [&](std::int64_t x) {
       const std::int64_t r = x / d, e = x % d;
-      const float value = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
+      const float value = r < rows ? q.load(blk.q_row(a, q, r) + e) : 0.0f;
       if (!int8) {
         qs[r * ld + e] = value;
         return;
@@ -166,33 +150,33 @@ struct FlashTeam {
     });
     // The empty state, or the resumed one: (m, l) and the accumulator l·O (O in its dtype; a row whose l is 0 starts
     // empty and O is not read), as the reference.
-    const std::int64_t state_row0 = (b * s.heads_q + h) * s.seqlen_q + r0;  // lse's indexing
-    const auto resumed = [&](std::int64_t r) { return resume != nullptr && r < rows && resume[state_row0 + r].l != 0.0f; };
+    const std::int64_t state_row0 = blk.state_row0;
+    const auto resumed = [&](std::int64_t r) { return blk.resumed(a, r); };
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * dv), [&](std::int64_t x) {
       const std::int64_t r = x / dv;
-      acc[x] = resumed(r) ? o.load(s.row(o, true, b, h, r0 + r) + x % dv) * resume[state_row0 + r].l : 0.0f;
+      acc[x] = resumed(r) ? a.o.load(blk.q_row(a, a.o, r) + x % dv) * a.resume[state_row0 + r].l : 0.0f;
     });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
-      const SoftmaxState init = resumed(r) ? resume[state_row0 + r] : SoftmaxState{};
+      const SoftmaxState init = resumed(r) ? a.resume[state_row0 + r] : SoftmaxState{};
       m[r] = init.m;
       l[r] = init.l;
     });
 
     // Chunks of C positions of the row block's key list; positions past the list or the block's key end hold key −1
     // (a zero K/V row whose score every row masks).
-    const int visited = static_cast<int>(positions / tile_k);
+    const int visited = static_cast<int>(positions / a.tile_k);
     const int skippable = pv_skip ? mask_policy::pv_skippable_tiles(visited, exempt_last) : 0;
     const int vote = vote_rows > 0 ? vote_rows : rows;
     std::int64_t skipped = 0;
     for (std::int64_t c0 = 0; c0 < positions; c0 += per_chunk) {
       team.team_barrier();  // the previous chunk's P·V is done with ks, vs, ps
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-        keys[c] = c < per_chunk ? mask_policy::key_at<std::int64_t>(kept, count, tile_k, c0 + c, limit) : -1;
+        keys[c] = c < per_chunk ? blk.key(a, c0 + c) : -1;
       });
       team.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
         const std::int64_t c = x / d, e = x % d, j = keys[c];
-        const float value = j < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, j) + e);
+        const float value = j < 0 ? 0.0f : k.load(blk.kv_row(a, k, j) + e);
         if (!int8) {
           ks[c * ld + e] = value;
           return;
@@ -203,7 +187,7 @@ struct FlashTeam {
       });
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * dv), [&](std::int64_t x) {
         const std::int64_t c = x / dv, e = x % dv, j = keys[c];
-        vs[x] = j < 0 ? 0.0f : v.load(s.row(v, false, b, hkv, j) + e);
+        vs[x] = j < 0 ? 0.0f : v.load(blk.kv_row(a, v, j) + e);
       });
       team.team_barrier();
       // Base-2 scores of 4 rows × 4 keys per thread (keys cg, cg + C/4, …); a key the row does not see (causal, past
@@ -215,7 +199,7 @@ struct FlashTeam {
         dot_sequential_block<kBlock, kBlock>(qs + rg * kBlock * ld, ld, ks + cg * ld, key_groups * ld, d, dot);
         for (int i = 0; i < kBlock; ++i) {
           const int r = rg * kBlock + i;
-          const mask_policy::RowKeys<std::int64_t> row(r0 + r, nq, nkv, s.causal);
+          const auto row = blk.row_keys(a, r);
           for (int j = 0; j < kBlock; ++j) {
             const int c = cg + j * key_groups;
             // int8: the integer product (exact in fp32) dequantized as the reference does.
@@ -278,37 +262,51 @@ struct FlashTeam {
           const std::int64_t r = rg * kBlock + i;
           if (r >= rows) break;
           for (int j = 0; j < kBlock; ++j) {
-            float& a = acc[r * dv + eg + j * dim_groups];
-            a = a * alpha[r] + sum[i][j];
+            float& out = acc[r * dv + eg + j * dim_groups];
+            out = out * alpha[r] + sum[i][j];
           }
         }
       });
     }
     team.team_barrier();
-
-    std::int64_t empty = 0;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, rows),
-        [&](int r, std::int64_t& e) {
-          const SoftmaxState st{m[r], l[r]};
-          float* out = acc + r * dv;
-          const float lse2 = OnlineSoftmax::finalize(st, out, static_cast<int>(dv), out);  // in place
-          e += mask_policy::empty_row(st.l) ? 1 : 0;
-          if (lse != nullptr) lse[state_row0 + r] = lse2 * kLn2;
-          if (state_out != nullptr) state_out[state_row0 + r] = st;
-        },
-        empty);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+      float* out = acc + r * dv;
+      OnlineSoftmax::finalize(SoftmaxState{m[r], l[r]}, out, static_cast<int>(dv), out);  // in place
+    });
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * dv), [&](std::int64_t x) {
       const std::int64_t r = x / dv, e = x % dv;
-      o.store(s.row(o, true, b, h, r0 + r) + e, acc[x]);
+      a.o.store(blk.q_row(a, a.o, r) + e, acc[x]);
     });
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      empty_rows += empty;
-      if (pv_skip && skipped > 0) Kokkos::atomic_add(pv_skipped, skipped);
-    });
+    finish_rows(team, a, blk, [&](int r) { return SoftmaxState{m[r], l[r]}; }, skipped, pv_skipped, empty_rows);
   }
 };
+
+
+/// Whether the register-tiled kernel (flash_tile.hpp) runs the call: no PV-skip, no int8 mode, Dv 64 or 128, its scratch
+/// within Exec's level 0, and SPATTN_KOKKOS_EXECUTOR not "generic".
+template <class Exec>
+bool tile_kernel_covers(const Problem& p, bool pv_skip, bool int8) {
+  const char* env = std::getenv("SPATTN_KOKKOS_EXECUTOR");
+  if (pv_skip || int8 || (env != nullptr && std::string(env) == "generic")) return false;
+  if (p.dim_v() != 64 && p.dim_v() != 128) return false;
+  return tile_team_size<Exec>() == 1 ||
+         tile::scratch_bytes(2) <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0));
+}
+
+/// Runs the tiled kernel for J = Dv / 64; returns the empty rows.
+template <class Exec, int J>
+std::int64_t run_tile_kernel(AttendArgs a) {
+  using Kernel = FlashTile<Exec, J>;
+  Kernel f{a};
+  f.a.blocks_per_tile = (a.tile_q + tile::kRows - 1) / tile::kRows;
+  const std::int64_t league = a.s.batch * a.s.heads_q * a.q_tiles * f.a.blocks_per_tile;
+  typename Kernel::Policy policy(static_cast<int>(league), tile_team_size<Exec>());
+  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(tile::scratch_bytes(J))));
+  std::int64_t empty = 0;
+  Kokkos::parallel_reduce("spattn::kokkos::attend_tiled", policy, f, empty);
+  return empty;
+}
 
 }  // namespace detail
 
@@ -320,58 +318,63 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   const auto tiles = to_space<Exec>("spattn::tiles", mask.tiles.data(), mask.tiles.size());
   const ProblemOn<Exec> on(p);
 
-  Team f;
-  f.s = on.shape;
-  f.q = DeviceTensor::of(q);
-  f.k = DeviceTensor::of(k);
-  f.v = DeviceTensor::of(v);
-  f.o = DeviceTensor::of(o);
-  f.lse = options.lse;
-  f.resume = options.resume;
-  f.state_out = options.state_out;
-  f.row_ptr = row_ptr.data();
-  f.tiles = tiles.data();
-  f.mask_heads = mask.shape.mask_heads;
-  f.q_tiles = mask.shape.num_q_tiles();
-  f.tile_q = mask.shape.tile_q;
-  f.tile_k = mask.shape.tile_k;
-  // PV-skip: per-head thresholds; a chunk per tile (tile_k rounded up to the register block), the reference's
-  // 128-row blocks so that every vote group lies in one team.
+  detail::AttendArgs a;
+  a.s = on.shape;
+  a.q = DeviceTensor::of(q);
+  a.k = DeviceTensor::of(k);
+  a.v = DeviceTensor::of(v);
+  a.o = DeviceTensor::of(o);
+  a.lse = options.lse;
+  a.resume = options.resume;
+  a.state_out = options.state_out;
+  a.row_ptr = row_ptr.data();
+  a.tiles = tiles.data();
+  a.mask_heads = mask.shape.mask_heads;
+  a.q_tiles = mask.shape.num_q_tiles();
+  a.tile_q = mask.shape.tile_q;
+  a.tile_k = mask.shape.tile_k;
   std::vector<float> thresholds(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
   if (!options.pv_threshold_per_head.empty()) thresholds = options.pv_threshold_per_head;
   const bool pv_skip = std::any_of(thresholds.begin(), thresholds.end(), [](float x) { return x < INFINITY; });
-  const auto thresholds_view = to_space<Exec>("spattn::pv_thresholds", thresholds.data(), thresholds.size());
   Kokkos::View<std::int64_t, typename Exec::memory_space> pv_skipped(std::string("spattn::pv_skipped"));
-  Int8Prepared<Exec> int8;
-  if (options.qk_int8) {
-    int8 = prepare_int8<Exec>(p, f.s, f.q, f.k, options);
-    f.int8 = true;
-    f.quant = int8.blocks;
-  }
-  const int pv_chunk = pv_skip ? (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock : 0;
-  f.shape = detail::team_shape<Exec>(p.head_dim, p.dim_v(), pv_chunk);
-  if (pv_skip) {
-    f.thresholds = thresholds_view.data();
-    f.vote_rows = options.pv_vote_rows;
-    f.exempt_last = options.pv_exempt_last;
-    f.pv_skipped = pv_skipped.data();
-  }
-  f.blocks_per_tile = (mask.shape.tile_q + f.shape.rows - 1) / f.shape.rows;
-
-  const std::int64_t league = p.batch * p.heads_q * f.q_tiles * f.blocks_per_tile;
-  typename Team::Policy policy(static_cast<int>(league), team_size<Exec>());
-  std::size_t bytes[2] = {0, 0};
-  bytes[f.shape.chunk_level] += f.shape.chunk_bytes(p.head_dim, p.dim_v());
-  bytes[f.shape.row_level] += f.shape.row_bytes(p.head_dim, p.dim_v());
-  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(bytes[0])));
-  if (bytes[1] > 0) policy.set_scratch_size(1, Kokkos::PerTeam(static_cast<int>(bytes[1])));
-  std::int64_t empty = 0;
-  Kokkos::parallel_reduce("spattn::kokkos::attend", policy, f, empty);
-  Exec().fence();
 
   AttendStats stats;
   stats.backend = "kokkos";
-  stats.empty_rows = empty;
+  if (detail::tile_kernel_covers<Exec>(p, pv_skip, options.qk_int8)) {
+    stats.empty_rows = p.dim_v() == 64 ? detail::run_tile_kernel<Exec, 1>(a) : detail::run_tile_kernel<Exec, 2>(a);
+  } else {
+    Team f;
+    f.a = a;
+    // PV-skip: per-head thresholds; a chunk per tile (tile_k rounded up to the register block), the reference's
+    // 128-row blocks so that every vote group lies in one team.
+    const auto thresholds_view = to_space<Exec>("spattn::pv_thresholds", thresholds.data(), thresholds.size());
+    Int8Prepared<Exec> int8;
+    if (options.qk_int8) {
+      int8 = prepare_int8<Exec>(p, a.s, a.q, a.k, options);
+      f.int8 = true;
+      f.quant = int8.blocks;
+    }
+    const int pv_chunk = pv_skip ? (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock : 0;
+    f.shape = detail::team_shape<Exec>(p.head_dim, p.dim_v(), pv_chunk);
+    if (pv_skip) {
+      f.thresholds = thresholds_view.data();
+      f.vote_rows = options.pv_vote_rows;
+      f.exempt_last = options.pv_exempt_last;
+      f.pv_skipped = pv_skipped.data();
+    }
+    f.a.blocks_per_tile = (mask.shape.tile_q + f.shape.rows - 1) / f.shape.rows;
+
+    const std::int64_t league = p.batch * p.heads_q * a.q_tiles * f.a.blocks_per_tile;
+    typename Team::Policy policy(static_cast<int>(league), team_size<Exec>());
+    std::size_t bytes[2] = {0, 0};
+    bytes[f.shape.chunk_level] += f.shape.chunk_bytes(p.head_dim, p.dim_v());
+    bytes[f.shape.row_level] += f.shape.row_bytes(p.head_dim, p.dim_v());
+    policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(bytes[0])));
+    if (bytes[1] > 0) policy.set_scratch_size(1, Kokkos::PerTeam(static_cast<int>(bytes[1])));
+    Kokkos::parallel_reduce("spattn::kokkos::attend", policy, f, stats.empty_rows);
+  }
+  Exec().fence();
+
   Kokkos::deep_copy(stats.pv_skipped, pv_skipped);
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads_q; ++h)

@@ -12,6 +12,16 @@
 
 namespace spattn::kokkos {
 
+/// Four floats moved as one 16-byte load or store (shared memory and aligned fp32 rows): what the executor's register
+/// blocks read per instruction.
+struct alignas(16) Float4 {
+  float v[4];
+};
+/// Four 16-bit elements (fp16 / bf16 bits) moved as one 8-byte load or store.
+struct alignas(8) Bits4 {
+  std::uint16_t v[4];
+};
+
 /// A TensorView's pointer, dtype and strides (elements), readable and writable inside a kernel.
 struct DeviceTensor {
   void* data = nullptr;
@@ -34,6 +44,43 @@ struct DeviceTensor {
       case DType::bf16: static_cast<std::uint16_t*>(data)[i] = f32_to_bf16_bits(x); return;
       default: static_cast<float*>(data)[i] = x;
     }
+  }
+  /// Elements i … i + n − 1 (n ≤ 4) as fp32, the rest 0: one 8- or 16-byte load where the four are aligned.
+  KOKKOS_INLINE_FUNCTION Float4 load4(std::int64_t i, int n) const {
+    Float4 x{{0.0f, 0.0f, 0.0f, 0.0f}};
+    if (dtype == DType::f32) {
+      const float* p = static_cast<const float*>(data) + i;
+      if (n == 4 && (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0) return *reinterpret_cast<const Float4*>(p);
+    } else {
+      const std::uint16_t* p = static_cast<const std::uint16_t*>(data) + i;
+      if (n == 4 && (reinterpret_cast<std::uintptr_t>(p) & 7u) == 0) {
+        const Bits4 bits = *reinterpret_cast<const Bits4*>(p);
+        for (int e = 0; e < 4; ++e)
+          x.v[e] = dtype == DType::bf16 ? bf16_bits_to_f32(bits.v[e]) : f16_bits_to_f32(bits.v[e]);
+        return x;
+      }
+    }
+    for (int e = 0; e < n; ++e) x.v[e] = load(i + e);
+    return x;
+  }
+  /// Stores the four values at elements i … i + 3, rounded (RNE) to the dtype: one store where they are aligned.
+  KOKKOS_INLINE_FUNCTION void store4(std::int64_t i, const Float4& x) const {
+    if (dtype == DType::f32) {
+      float* p = static_cast<float*>(data) + i;
+      if ((reinterpret_cast<std::uintptr_t>(p) & 15u) == 0) {
+        *reinterpret_cast<Float4*>(p) = x;
+        return;
+      }
+    } else {
+      std::uint16_t* p = static_cast<std::uint16_t*>(data) + i;
+      if ((reinterpret_cast<std::uintptr_t>(p) & 7u) == 0) {
+        Bits4 bits;
+        for (int e = 0; e < 4; ++e) bits.v[e] = dtype == DType::bf16 ? f32_to_bf16_bits(x.v[e]) : f32_to_f16_bits(x.v[e]);
+        *reinterpret_cast<Bits4*>(p) = bits;
+        return;
+      }
+    }
+    for (int e = 0; e < 4; ++e) store(i + e, x.v[e]);
   }
 };
 

@@ -43,12 +43,14 @@ struct OnlineSoftmax {
   /// Folds n base-2 scores x[0..n) into the state. Writes the weights p[k] = 2^(x[k] - m_new) and returns
   /// the factor alpha by which the caller must scale acc before adding Σ p[k]·v[k]:
   ///   m_new = max(m, max_k x[k]);  alpha = 2^(m - m_new);  l = fma(l, alpha, sum_lanes8(p)).
-  SPATTN_HD static float update(SoftmaxState& state, const float* x, int n, float* p) {
+  /// Exp2 as softmax_rescale's: Exp2Det (default) or Exp2Fast (a GPU executor's weights, never a decision).
+  template <class Exp2 = Exp2Det>
+  SPATTN_HD static float update(SoftmaxState& state, const float* x, int n, float* p, Exp2 exp2 = {}) {
     float tile_max = -INFINITY;
     for (int k = 0; k < n; ++k) tile_max = x[k] > tile_max ? x[k] : tile_max;
     const float m_new = tile_max > state.m ? tile_max : state.m;
-    const float alpha = softmax_rescale(state.m, m_new);
-    for (int k = 0; k < n; ++k) p[k] = softmax_weight(x[k], m_new);
+    const float alpha = softmax_rescale(state.m, m_new, exp2);
+    for (int k = 0; k < n; ++k) p[k] = softmax_weight(x[k], m_new, exp2);
     state.l = fma_f32(state.l, alpha, sum_lanes8(p, n));
     state.m = m_new;
     return alpha;
