@@ -65,6 +65,16 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
     eo.backend = "kokkos";
     CHECK_THROWS_WITH_AS(estimate(sparge::Config{}, c.p, qd, kd, eo), doctest::Contains("built without CUDA"), Error);
   }
+  if (kokkos::execution_spaces().find("HIP") == std::string::npos) {  // AMD memory, no HIP space: said in words
+    TensorView qd = c.q.view(), kd = c.k.view(), vd = c.v.view(), od = c.o.view();
+    qd.memory = kd.memory = vd.memory = od.memory = Memory::hip;
+    AttendOptions ao;
+    ao.backend = "kokkos";
+    CHECK_THROWS_WITH_AS(attend(c.p, qd, kd, vd, c.mask, od, ao), doctest::Contains("HIP memory, but Kokkos was built without HIP"),
+                         Error);
+    ao.backend = "auto";  // no backend of this build reads AMD memory: the dispatcher says so instead of running one
+    CHECK_THROWS_WITH_AS(attend(c.p, qd, kd, vd, c.mask, od, ao), doctest::Contains("built without HIP"), Error);
+  }
   for (const auto& be : backends())
     if (be->name() == "kokkos") {
       AttendOptions auto_options;

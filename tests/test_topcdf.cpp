@@ -80,5 +80,26 @@ TEST_CASE("TopCdf on random rows: the kept set is the defined prefix") {
   }
 }
 
+TEST_CASE("selection keys order exactly as selection_before, and give back their weight and index") {
+  // Weights with ties, zeros, subnormals, large values and infinity; signed values with ±0 and both signs.
+  std::vector<float> w = {0.0f, 0.0f, 1.0f, 1.0f, 0.5f, 1e-40f, 3e38f, INFINITY, 2.0f, 0.25f};
+  for (int i = 0; i < 300; ++i) w.push_back(static_cast<float>(std::pow(uniform(0, 1), 3.0)));
+  std::vector<float> sv = {0.0f, -0.0f, -1.0f, 1.0f, -1.0f, -INFINITY, INFINITY, -3e38f, -1e-40f, 1e-40f};
+  for (int i = 0; i < 300; ++i) sv.push_back(static_cast<float>(uniform(-4, 4)));
+  for (std::size_t a = 0; a < w.size(); ++a)
+    for (std::size_t b = 0; b < w.size(); ++b) {
+      const int ia = static_cast<int>(a), ib = static_cast<int>(b);
+      REQUIRE((selection_key(w[a], ia) < selection_key(w[b], ib)) == selection_before(w[a], ia, w[b], ib));
+      REQUIRE(selection_key(w[a], ia) < kNoSelectionKey);
+      REQUIRE((signed_selection_key(sv[a], ia) < signed_selection_key(sv[b], ib)) == selection_before(sv[a], ia, sv[b], ib));
+      REQUIRE(signed_selection_key(sv[a], ia) < kNoSelectionKey);
+    }
+  for (std::size_t a = 0; a < w.size(); ++a) {
+    const std::uint64_t key = selection_key(w[a], static_cast<int>(a));
+    CHECK(float_to_bits(selection_key_weight(key)) == float_to_bits(w[a]));
+    CHECK(selection_key_index(key) == static_cast<int>(a));
+  }
+}
+
 }  // namespace
 }  // namespace spattn::test

@@ -173,23 +173,12 @@ __device__ V block_reduce(V v, Op op, V* scratch) {
   return v;
 }
 
-/// The selection order (selection_before: value descending, ties by lower index) as one 64-bit ascending key:
-/// values are ≥ 0 (2^(x − max)), whose bit patterns order like the values.
-__device__ __forceinline__ std::uint64_t selection_key(float value, int index) {
-  return (static_cast<std::uint64_t>(~__float_as_uint(value)) << 32) | static_cast<std::uint32_t>(index);
-}
-__device__ __forceinline__ float key_value(std::uint64_t key) { return __uint_as_float(~static_cast<std::uint32_t>(key >> 32)); }
-__device__ __forceinline__ int key_index(std::uint64_t key) { return static_cast<int>(key & 0xffffffffu); }
-constexpr std::uint64_t kNoKey = ~std::uint64_t{0};  ///< after every key
-
-/// The selection order of signed values (BFLA's top-k floor orders block scores, which may be negative) as one
-/// 64-bit ascending key: value descending, −0 and +0 equal (selection_before compares them with > and ==), ties by
-/// lower index. Values must not be NaN; every key sorts before kNoKey.
-__device__ __forceinline__ std::uint64_t signed_selection_key(float value, int index) {
-  const std::uint32_t bits = value == 0.0f ? 0u : __float_as_uint(value);
-  const std::uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);  // unsigned order = value order
-  return (static_cast<std::uint64_t>(~ascending) << 32) | static_cast<std::uint32_t>(index);
-}
+// The selection order's 64-bit keys are the core's (spattn/topcdf.hpp).
+using spattn::selection_key;
+__device__ __forceinline__ float key_value(std::uint64_t key) { return selection_key_weight(key); }
+__device__ __forceinline__ int key_index(std::uint64_t key) { return selection_key_index(key); }
+constexpr std::uint64_t kNoKey = kNoSelectionKey;  ///< after every key
+using spattn::signed_selection_key;
 
 /// Ascending bitonic sort of n (a power of two) keys in shared memory by the whole block. (A variant running the
 /// strides below 64 in registers with warp shuffles measured mixed on the H100 — FG-Attn's 32K estimate 2.56 → 2.94

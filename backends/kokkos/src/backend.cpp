@@ -35,8 +35,8 @@ std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*>
   for (const TensorView* t : tensors)
     if (t->memory != memory) return {"tensors must all be in one memory space"};
   if (!serves(memory))
-    return {"tensors are in CUDA memory, but Kokkos was built without CUDA (execution spaces: " + execution_spaces() +
-            ")"};
+    return {std::string("tensors are in ") + (memory == Memory::hip ? "HIP" : "CUDA") + " memory, but Kokkos was built without " +
+            (memory == Memory::hip ? "HIP" : "CUDA") + " (execution spaces: " + execution_spaces() + ")"};
   if (memory == Memory::host && wanted != "kokkos")
     return {"host tensors run on the reference unless options.backend = \"kokkos\""};
   return {};
@@ -48,6 +48,9 @@ bool serves(Memory memory) {
 #if defined(KOKKOS_ENABLE_CUDA)
   if (memory == Memory::cuda) return true;
 #endif
+#if defined(KOKKOS_ENABLE_HIP)
+  if (memory == Memory::hip) return true;
+#endif
   return memory == Memory::host;
 }
 
@@ -55,6 +58,9 @@ std::string execution_spaces() {
   std::string out;
 #if defined(KOKKOS_ENABLE_CUDA)
   out = "Cuda (device), ";
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+  out = "HIP (device), ";
 #endif
   return out + Kokkos::DefaultHostExecutionSpace::name() + " (host)";
 }

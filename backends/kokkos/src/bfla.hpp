@@ -1,9 +1,10 @@
 // BFLA's Stage 1 (research/bfla.md; the rules in spattn/methods/bfla.hpp) as Kokkos kernels:
 //   1. flattened-group scores S[u][v] = Σ_t q_{ug+t}·k_{vg+t} of the causal block pairs, a team per (batch, query head,
-//      query group), the group's rows in team scratch, a key group per thread: one fma chain over t then e (a fixed
-//      order, not the reference's Eigen GEMM: scores agree within rounding, so a decision at a threshold may differ);
+//      query group), the group's rows in team scratch, a key group per warp: 32 lanes' fma chains over t then e, then
+//      their sum in lane order (kScoreLanes; a fixed order, the same on every space, not the reference's Eigen GEMM:
+//      scores agree within rounding, so a decision at a threshold may differ);
 //   2. a team per (batch, KV head, query block): block maxima, the mass rule (TopCdf with the crossing included, its
-//      order as ranks), the code's optional threshold and top-k rules, the union over the KV head's query heads, sink,
+//      order by team_sort.hpp), the code's optional threshold and top-k rules, the union over the KV head's query heads, sink,
 //      band, causal limit and the coarse-grid rescues;
 //   3. a team per executor row: the expansion to tiles and the tile-grid rescues, written as a bitmap row.
 // Every rule after the scores is the reference's (reference/src/bfla.cpp): given the same scores, the same mask (the
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "kernel_args.hpp"
+#include "team_sort.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/bfla.hpp"
@@ -37,6 +39,11 @@ struct BflaGeometry {
   }
 };
 
+/// Lanes of a group score: lane l sums the products of columns e ≡ l (mod kScoreLanes) of every row pair, t then e
+/// ascending (an fma chain); the score is then lane 0's sum plus lanes 1, 2, … in order. On a GPU the lanes are a
+/// warp's (Kokkos vector lanes: coalesced K rows); on a host space one thread runs them in turn, the same arithmetic.
+inline constexpr int kScoreLanes = 32;
+
 template <class Exec>
 struct BflaGroupScores {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -53,20 +60,34 @@ struct BflaGroupScores {
     const std::int64_t rows = g < nq - u * g ? g : nq - u * g;
     const std::int64_t gk = (nkv + g - 1) / g;
     const std::int64_t reach = bfla::causal_blocks(u / geo.per_block, nq, nkv, geo.block, s.causal) * geo.per_block;
+    const std::int64_t last = reach < gk ? reach : gk;  // key groups of causal pairs; the rest score 0
+    const int warps = team.team_size(), w = team.team_rank();
     float* qs = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * g * d));
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * d), [&](std::int64_t x) {
+    float* part = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * warps * kScoreLanes));
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, rows * d), [&](std::int64_t x) {
       qs[x] = q.load(s.row(q, true, b, h, u * g + x / d) + x % d);
     });
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, gk), [&](std::int64_t v) {
-      float acc = 0.0f;
-      if (v < reach)
-        for (std::int64_t t = 0; t < rows && v * g + t < nkv; ++t) {
-          const std::int64_t at = s.row(k, false, b, hkv, v * g + t);
-          for (std::int64_t e = 0; e < d; ++e) acc = fma_f32(qs[t * d + e], k.load(at + e), acc);
-        }
-      scores[geo.pair(bh, u, v)] = acc;
-    });
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, last, gk), [&](std::int64_t v) { scores[geo.pair(bh, u, v)] = 0.0f; });
+    for (std::int64_t v0 = 0; v0 < last; v0 += warps) {  // a key group per warp
+      const std::int64_t v = v0 + w;
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, kScoreLanes), [&](int l) {
+        float acc = 0.0f;
+        if (v < last)
+          for (std::int64_t t = 0; t < rows && v * g + t < nkv; ++t) {
+            const std::int64_t at = s.row(k, false, b, hkv, v * g + t);
+            for (std::int64_t e = l; e < d; e += kScoreLanes) acc = fma_f32(qs[t * d + e], k.load(at + e), acc);
+          }
+        part[w * kScoreLanes + l] = acc;
+      });
+      team.team_barrier();
+      Kokkos::single(Kokkos::PerThread(team), [&]() {
+        if (v >= last) return;
+        float sum = part[w * kScoreLanes];
+        for (int l = 1; l < kScoreLanes; ++l) sum += part[w * kScoreLanes + l];
+        scores[geo.pair(bh, u, v)] = sum;
+      });
+    }
   }
 };
 
@@ -88,10 +109,10 @@ struct BflaBlockRule {
     const std::int64_t gq = (nq + geo.g - 1) / geo.g, gk = (nkv + geo.g - 1) / geo.g;
     if (i >= lq || lkv == 0) return;  // a sequence without keys keeps nothing
     const std::int64_t reach = bfla::causal_blocks(i, nq, nkv, bs, s.causal);
+    auto* keys = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * sort_length(geo.lkv)));
     float* x = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * geo.lkv));
     float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * geo.lkv));
     float* sorted = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * geo.lkv));
-    int* rank = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * geo.lkv));
     int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
     std::uint8_t* keep = coarse + (bk * geo.lq + i) * geo.lkv;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, lkv), [&](std::int64_t j) { keep[j] = 0; });
@@ -129,21 +150,14 @@ struct BflaBlockRule {
       });
       team.team_barrier();
       if (c.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
-          int r = 0;
-          for (std::int64_t a = 0; a < reach; ++a)
-            r += selection_before(prob[a], static_cast<int>(a), prob[j], static_cast<int>(j)) ? 1 : 0;
-          rank[j] = r;
-          sorted[r] = prob[j];
-        });
+        team_selection_order(team, keys, reach, [&](std::int64_t j) { return selection_key(prob[j], static_cast<int>(j)); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) { sorted[r] = selection_key_weight(keys[r]); });
         team.team_barrier();
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
           *cut = top_cdf_count(sorted, static_cast<int>(reach), c.gamma, 1, true);
         });
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
-          if (rank[j] < *cut) keep[j] = 1;
-        });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, *cut), [&](std::int64_t r) { keep[selection_key_index(keys[r])] = 1; });
       }
       if (c.prob_threshold <= 1.0f) {
         team.team_barrier();
@@ -156,12 +170,9 @@ struct BflaBlockRule {
       if (c.keep_ratio > 0.0f || c.min_keep_blocks > 0) {  // the code's top-k floor, by score
         const std::int64_t kk = bfla::topk_floor(c.min_keep_blocks, c.keep_ratio, lkv);
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
-          std::int64_t r = 0;
-          for (std::int64_t a = 0; a < reach; ++a)
-            r += selection_before(x[a], static_cast<int>(a), x[j], static_cast<int>(j)) ? 1 : 0;
-          if (r < kk) keep[j] = 1;
-        });
+        team_selection_order(team, keys, reach, [&](std::int64_t j) { return signed_selection_key(x[j], static_cast<int>(j)); });
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, kk < reach ? kk : reach),
+                             [&](std::int64_t r) { keep[selection_key_index(keys[r])] = 1; });
       }
     }
     team.team_barrier();
@@ -226,16 +237,20 @@ TileMask bfla_estimate_on(const Problem& p, const TensorView& q, const TensorVie
   Kokkos::View<float*, typename Exec::memory_space> scores(std::string("spattn::bfla_scores"),
                                                             static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
   {
-    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(g * p.head_dim) + 64;
+    const int warps = team_size<Exec>() == 1 ? 1 : team_size<Exec>() / detail::kScoreLanes;
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(g * p.head_dim + warps * detail::kScoreLanes) + 64;
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::bfla_group_scores",
-                         Policy(idx(p.batch * p.heads_q * geo.gq), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                         (ts == 1 ? Policy(idx(p.batch * p.heads_q * geo.gq), 1)
+                                  : Policy(idx(p.batch * p.heads_q * geo.gq), warps, detail::kScoreLanes))
+                             .set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                          detail::BflaGroupScores<Exec>{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, scores.data(), level});
   }
   Kokkos::View<std::uint8_t*, typename Exec::memory_space> coarse(std::string("spattn::bfla_coarse"),
                                                                    static_cast<std::size_t>(p.batch * p.heads_kv * geo.lq * geo.lkv));
   {
-    const std::size_t bytes = (3 * sizeof(float) + sizeof(int)) * static_cast<std::size_t>(geo.lkv) + 64;
+    const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(geo.lkv)) +
+                              3 * sizeof(float) * static_cast<std::size_t>(geo.lkv) + 64;
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::bfla_block_rule",
                          Policy(idx(p.batch * p.heads_kv * geo.lq), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),

@@ -2,7 +2,7 @@
 // fixed fp32 order throughout, so that the mask is bit-identical to the reference's (reference/src/fg_attn.cpp):
 //   1. tile means of Q (per query head) and K (per KV head), a team per tile, a column per thread (column_mean);
 //   2. a team per (batch, query head, query tile): pooled logits (pooled_logit, the tail weight), the dense fallback,
-//      the selection order as ranks, the top-p cut by top_cdf_count (crossing included); written as a bitmap row.
+//      the selection order (team_sort.hpp), the top-p cut by top_cdf_count (crossing included); a bitmap row.
 // Union semantics and merging are the core's host functions over the resulting mask (fg_attn::plan, effective_mask).
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernel_args.hpp"
+#include "team_sort.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/fg_attn.hpp"
@@ -66,9 +67,8 @@ struct FgSelect {
     const float* qm = q_mean + (bh * tq + i) * s.d;
     const float* km = k_mean + (b * s.heads_kv + hkv) * tk * s.d;
     std::uint8_t* out = keep + row * tk;
-    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));
-    float* sorted = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));
-    int* rank = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * tk));
+    auto* keys = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * sort_length(tk)));
+    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the sorted weights
     int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
 
     int finite = 1;
@@ -91,19 +91,15 @@ struct FgSelect {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) { out[j] = 1; });
       return;
     }
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) { prob[j] = selection_weight(prob[j], m); });
+    team_selection_order(team, keys, reach,
+                         [&](std::int64_t j) { return selection_key(selection_weight(prob[j], m), static_cast<int>(j)); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) { prob[r] = selection_key_weight(keys[r]); });
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) {
-      int r = 0;
-      for (std::int64_t a = 0; a < reach; ++a)
-        r += selection_before(prob[a], static_cast<int>(a), prob[j], static_cast<int>(j)) ? 1 : 0;
-      rank[j] = r;
-      sorted[r] = prob[j];
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { *cut = top_cdf_count(prob, static_cast<int>(reach), top_p, 1, true); });
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) {
+      out[selection_key_index(keys[r])] = r < *cut ? 1 : 0;
     });
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { *cut = top_cdf_count(sorted, static_cast<int>(reach), top_p, 1, true); });
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) { out[j] = rank[j] < *cut ? 1 : 0; });
   }
 };
 
@@ -128,7 +124,8 @@ TileMask fg_attn_estimate_on(const Problem& p, const TensorView& q, const Tensor
                        detail::TileMeans<Exec>{s, DeviceTensor::of(k), false, p.heads_kv, c.tile_k, tk, k_mean.data()});
   Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
-  const std::size_t bytes = (2 * sizeof(float) + sizeof(int)) * static_cast<std::size_t>(tk) + 64;
+  const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(tk)) +
+                            sizeof(float) * static_cast<std::size_t>(tk) + 64;
   const int level = scratch_level<Exec>(bytes);
   Kokkos::parallel_for("spattn::kokkos::fg_attn_select",
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),

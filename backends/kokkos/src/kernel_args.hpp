@@ -132,12 +132,15 @@ constexpr int team_size() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Exec::memory_space>::accessible ? 1 : 128;
 }
 
-/// Calls f(exec) with the execution space that runs on `memory` (CUDA memory: Kokkos::Cuda; host memory: the
-/// default host space). The caller checked that this build serves `memory` (run.hpp: serves()).
+/// Calls f(exec) with the execution space that runs on `memory` (CUDA memory: Kokkos::Cuda; HIP memory: Kokkos::HIP;
+/// host memory: the default host space). The caller checked that this build serves `memory` (run.hpp: serves()).
 template <class F>
 auto on_space(Memory memory, F f) {
 #if defined(KOKKOS_ENABLE_CUDA)
   if (memory == Memory::cuda) return f(Kokkos::Cuda());
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+  if (memory == Memory::hip) return f(Kokkos::HIP());
 #endif
   (void)memory;
   return f(Kokkos::DefaultHostExecutionSpace());

@@ -4,9 +4,9 @@
 //   1. key means over each sequence (sequence_mean), a team per (batch, KV head), a column per thread;
 //   2. pooled block means and self-similarities of the centred keys and of the queries, a team per block: rows'
 //      inverse norms in parallel, then the unit sums of the columns in parallel, then similarity_of;
-//   3. a team per (batch, query head, query block): pooled scores, the row max, the selection order as ranks (the
-//      rank of an entry is the number of entries selection_before it: a parallel sort with the same total order),
-//      the cut by top_cdf_count or topk_count, then the forced blocks; written as a bitmap row.
+//   3. a team per (batch, query head, query block): pooled scores, the row max, the selection order of the
+//      candidates (team_sort.hpp: the core's selection keys sorted in team scratch), the cut by top_cdf_count or
+//      topk_count, then the forced blocks; written as a bitmap row.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -14,6 +14,7 @@
 
 #include "kernel_args.hpp"
 #include "sequence_mean.hpp"
+#include "team_sort.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/sparge.hpp"
@@ -100,10 +101,9 @@ struct SpargeSelect {
     std::uint8_t* out = keep + row * tk;
     const bool forced = sparge::row_forced(dense[h] != 0, sparge::self_similar(q_sim[bh * tq + i], th));
 
-    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));
-    float* sorted = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));
+    auto* keys = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * sort_length(tk)));
+    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the sorted weights
     int* candidate = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * tk));
-    int* rank = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int) * tk));
     int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
 
     // Scores of the candidates (−∞ elsewhere, in prob for now), their max and count; forced columns and rows.
@@ -131,28 +131,22 @@ struct SpargeSelect {
         prob[j] = candidate[j] ? selection_weight(prob[j], m) : 0.0f;
       });
       team.team_barrier();
-      // The selection order (descending, ties by lower index) as each candidate's rank among the candidates.
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks_k), [&](std::int64_t j) {
-        if (!candidate[j]) return;
-        int r = 0;
-        for (std::int64_t a = 0; a < blocks_k; ++a)
-          r += candidate[a] && selection_before(prob[a], static_cast<int>(a), prob[j], static_cast<int>(j)) ? 1 : 0;
-        sorted[r] = prob[j];
-        rank[j] = r;
+      // The selection order of the candidates (descending, ties by lower index), their weights in that order.
+      team_selection_order(team, keys, blocks_k, [&](std::int64_t j) {
+        return candidate[j] ? selection_key(prob[j], static_cast<int>(j)) : kNoSelectionKey;
       });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_valid), [&](std::int64_t r) { prob[r] = selection_key_weight(keys[r]); });
       team.team_barrier();
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
         if (topk > 0.0f) {
           const std::int64_t kk = sparge::topk_count(topk, reach);
           *cut = static_cast<int>(kk < n_valid ? kk : n_valid);
         } else {
-          *cut = top_cdf_count(sorted, n_valid, tau[h], 1, false);
+          *cut = top_cdf_count(prob, n_valid, tau[h], 1, false);
         }
       });
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks_k), [&](std::int64_t j) {
-        if (candidate[j] && rank[j] < *cut) out[j] = 1;
-      });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, *cut), [&](std::int64_t r) { out[selection_key_index(keys[r])] = 1; });
     } else if (n_valid > 0) {  // NaN/Inf pooled scores: dense row
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j) { out[j] = 1; });
     }
@@ -214,7 +208,8 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
   const auto dense = detail::per_head<Exec>("spattn::dense", c.dense_heads, p.heads_q, std::uint8_t{0});
   Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
-  const std::size_t bytes = (2 * sizeof(float) + 2 * sizeof(int)) * static_cast<std::size_t>(tk) + 64;
+  const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(tk)) +
+                            (sizeof(float) + sizeof(int)) * static_cast<std::size_t>(tk) + 64;
   const int level = scratch_level<Exec>(bytes);
   Kokkos::parallel_for("spattn::kokkos::sparge_select",
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),

@@ -28,8 +28,9 @@ inline std::size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2;
 
 enum class Layout : std::uint8_t { bhnd, bnhd };
 
-/// Where a view's memory lives; backends declare which spaces they read.
-enum class Memory : std::uint8_t { host, cuda };
+/// Where a view's memory lives; backends declare which spaces they read. cuda: NVIDIA device memory (cudaMalloc);
+/// hip: AMD device memory (hipMalloc).
+enum class Memory : std::uint8_t { host, cuda, hip };
 
 /// A strided 4-d view [B, H, N, Dim] over memory the caller owns; strides are in elements.
 struct TensorView {

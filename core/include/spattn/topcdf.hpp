@@ -34,6 +34,24 @@ SPATTN_INLINE float selection_weight(float x, float max) { return exp2_det(x - m
 /// lower index. Also the order of every top-k rule (SpargeAttn's top-k, BFLA's top-k floor).
 SPATTN_INLINE bool selection_before(float pa, int a, float pb, int b) { return pa > pb || (pa == pb && a < b); }
 
+/// The selection order as one 64-bit key for a GPU's sort, ascending: for weights >= +0 (2^(x − max): their bit
+/// patterns order like the values) and indices >= 0, selection_key(pa, a) < selection_key(pb, b) exactly when
+/// selection_before(pa, a, pb, b). kNoSelectionKey sorts after every key (an empty slot).
+SPATTN_INLINE std::uint64_t selection_key(float weight, int index) {
+  return (static_cast<std::uint64_t>(~float_to_bits(weight)) << 32) | static_cast<std::uint32_t>(index);
+}
+inline constexpr std::uint64_t kNoSelectionKey = ~std::uint64_t{0};
+/// The same order for signed values (BFLA's top-k floor orders block scores, which may be negative): value
+/// descending, −0 and +0 equal (selection_before compares them with > and ==), ties by lower index. Not NaN.
+SPATTN_INLINE std::uint64_t signed_selection_key(float value, int index) {
+  const std::uint32_t bits = value == 0.0f ? 0u : float_to_bits(value);
+  const std::uint32_t ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);  // unsigned order = value order
+  return (static_cast<std::uint64_t>(~ascending) << 32) | static_cast<std::uint32_t>(index);
+}
+/// The weight and the index a selection_key holds.
+SPATTN_INLINE float selection_key_weight(std::uint64_t key) { return bits_to_float(~static_cast<std::uint32_t>(key >> 32)); }
+SPATTN_INLINE int selection_key_index(std::uint64_t key) { return static_cast<int>(key & 0xffffffffu); }
+
 /// Step 6: keep clamped to [min(min_keep, n_valid), n_valid].
 SPATTN_INLINE int clamp_keep(int keep, int n_valid, int min_keep) {
   const int floor = min_keep < n_valid ? min_keep : n_valid;
