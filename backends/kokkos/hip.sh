@@ -11,8 +11,8 @@
 #   2. spattn's preset hip against it, in build-hip-ARCH/: the backend's sources through hipcc (C++20), everything
 #      else through the host compiler; target spattn_kokkos_tests (the Kokkos test binary, linked by hipcc);
 #   3. checks with ROCm's roc-obj-ls / roc-obj-extract / llvm-nm that the binary carries code objects for ARCH and that
-#      they hold every Kokkos kernel of the backend (each `template <class Exec> struct X` of backends/kokkos/src with
-#      a team operator(), instantiated for Kokkos::HIP), and that it carries code for no other AMD architecture.
+#      they hold every Kokkos kernel of the backend (each `template <class Exec[, …]> struct X` of backends/kokkos/src
+#      with a team operator(), instantiated for Kokkos::HIP), and that it carries code for no other AMD architecture.
 # Installs Debian 12's ROCm packages it needs (hipcc, the HIP runtime and device libraries, roc-obj) when hipcc is
 # missing. DEPS (default ../shared/deps) holds the Kokkos snapshot; JOBS (default: nproc) the build parallelism.
 set -euo pipefail
@@ -28,7 +28,7 @@ nm=$(ls /usr/lib/llvm-*/bin/llvm-nm | sort -V | tail -1)
 export HCC_AMDGPU_TARGET=${archs%% *}  # silences rocm_agent_enumerator's traceback (no AMD GPU here)
 
 # The backend's kernels: functor templates over the execution space that define a team operator().
-kernels=$(awk '/^template <class Exec>$/ { t = 1; next }
+kernels=$(awk '/^template <class Exec(, [^>]*)?>$/ { t = 1; next }
                t && /^struct [A-Za-z0-9_]+ \{/ { name = $2 }
                { t = 0 }
                /operator\(\)\(const Member/ && name != "" { print name; name = "" }' backends/kokkos/src/*.hpp | sort -u)
@@ -66,7 +66,7 @@ for arch in $archs; do
   for co in "$objects"/*.co; do "$nm" -C --defined-only "$co"; done > "$objects/symbols"
   missing=""
   for k in $kernels; do
-    grep -qF "spattn::kokkos::detail::$k<Kokkos::HIP>" "$objects/symbols" || missing="$missing $k"
+    grep -qE "spattn::kokkos::detail::$k<Kokkos::HIP[,>]" "$objects/symbols" || missing="$missing $k"
   done
   rm -rf "$objects"
   echo "hip.sh: $arch: $binary carries $count $arch code objects with all $(echo $kernels | wc -w) Kokkos kernels of" \
