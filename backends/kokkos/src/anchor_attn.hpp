@@ -5,8 +5,7 @@
 //      the core's OnlineSoftmax: its anchor m is the exact max of its region's scores (the reference forms those
 //      scores with an Eigen GEMM: equal up to the rounding of each dot product);
 //   2. a team per group: pooled query blocks and anchor means (column_mean, the reference's order), then every
-//      candidate key by the stripe rule (stripe_score, stripe_selected), in chunks of keys staged in team scratch;
-//      sink and local keys kept; a bitmap row.
+//      candidate key by the stripe rule (stripe_score, stripe_selected); sink and local keys kept; a bitmap row.
 // Given the same anchors, the same mask (the test feeds reference::anchor_attn_select with these anchors).
 #pragma once
 
@@ -118,8 +117,6 @@ struct AnchorPass {
   }
 };
 
-inline constexpr std::int64_t kStripeChunk = 64;  ///< keys per chunk of AnchorStripes (a thread each on a GPU)
-
 template <class Exec>
 struct AnchorStripes {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -141,7 +138,6 @@ struct AnchorStripes {
     const std::int64_t blocks = (rows + block - 1) / block;
     float* qbar = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * blocks * d));
     float* abar = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * blocks));
-    float* ks = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * kStripeChunk * (d + 1)));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks * (d + 1)), [&](std::int64_t x) {
       const std::int64_t blk = x / (d + 1), col = x % (d + 1), r0 = first + blk * block;
       const std::int64_t count = block < last + 1 - r0 ? block : last + 1 - r0;
@@ -153,40 +149,26 @@ struct AnchorStripes {
     team.team_barrier();
     std::uint8_t* out = keep + row * tk;
     const std::int64_t before = keys.candidates_end - keys.sink_end, after = nkv - keys.after_begin;
-    const auto candidate = [&](std::int64_t j) {
-      return (j >= keys.sink_end && j < keys.candidates_end) || j >= keys.after_begin;
-    };
-    // Keys in chunks of kStripeChunk: the candidates' rows staged in team scratch as fp32 (coalesced loads; the
-    // reference's load_row), then a key per thread.
     std::int64_t selected = 0;
-    for (std::int64_t j0 = 0; j0 < nkv; j0 += kStripeChunk) {
-      const std::int64_t n = kStripeChunk < nkv - j0 ? kStripeChunk : nkv - j0;
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n * d), [&](std::int64_t x) {
-        const std::int64_t r = x / d, e = x % d;
-        if (candidate(j0 + r)) ks[r * (d + 1) + e] = k.load(s.row(k, false, b, hkv, j0 + r) + e);
-      });
-      team.team_barrier();
-      std::int64_t chunk_selected = 0;
-      Kokkos::parallel_reduce(
-          Kokkos::TeamThreadRange(team, n),
-          [&](std::int64_t r, std::int64_t& sel) {
-            const std::int64_t j = j0 + r;
-            if (!candidate(j)) {  // sink and local window: kept; keys the group does not reach: not
-              out[j] = j < keys.sink_end || (j >= keys.local.begin && j < keys.local.end) ? 1 : 0;
-              return;
-            }
-            bool kept = false;
-            for (std::int64_t blk = 0; blk < blocks && !kept; ++blk)
-              kept = anchor_attn::stripe_selected(
-                  anchor_attn::stripe_score(qbar + blk * d, ks + r * (d + 1), static_cast<int>(d), s.scale_log2), theta2,
-                  abar[blk]);
-            out[j] = kept ? 1 : 0;
-            sel += kept ? 1 : 0;
-          },
-          chunk_selected);
-      selected += chunk_selected;
-    }
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, nkv),
+        [&](std::int64_t j, std::int64_t& sel) {
+          const bool candidate = (j >= keys.sink_end && j < keys.candidates_end) || j >= keys.after_begin;
+          if (!candidate) {  // sink and local window: kept; keys the group does not reach: not
+            out[j] = j < keys.sink_end || (j >= keys.local.begin && j < keys.local.end) ? 1 : 0;
+            return;
+          }
+          float kj[Problem::kMaxHeadDim];  // k_j as fp32 (the reference's load_row)
+          const std::int64_t at = s.row(k, false, b, hkv, j);
+          for (std::int64_t e = 0; e < d; ++e) kj[e] = k.load(at + e);
+          bool kept = false;
+          for (std::int64_t blk = 0; blk < blocks && !kept; ++blk)
+            kept = anchor_attn::stripe_selected(
+                anchor_attn::stripe_score(qbar + blk * d, kj, static_cast<int>(d), s.scale_log2), theta2, abar[blk]);
+          out[j] = kept ? 1 : 0;
+          sel += kept ? 1 : 0;
+        },
+        selected);
     Kokkos::single(Kokkos::PerTeam(team), [&]() {
       counts[2 * row] = (before > 0 ? before : 0) + (after > 0 ? after : 0);
       counts[2 * row + 1] = selected;
@@ -228,10 +210,10 @@ AnchorResult anchor_attn_estimate_on(const Problem& p, const TensorView& q, cons
                                                                    static_cast<std::size_t>(2 * shape.num_rows()));
   {
     const std::int64_t blocks = (group + c.block - 1) / c.block;
-    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>((blocks + detail::kStripeChunk) * (d + 1)) + 3 * 64;
+    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(blocks * (d + 1)) + 2 * 64;
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::anchor_stripes",
-                         Policy(idx(shape.num_rows()), ts == 1 ? 1 : static_cast<int>(detail::kStripeChunk)).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                         Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                          detail::AnchorStripes<Exec>{s, qt, kt, c.n_sink, c.local_lead, group, groups, c.block, tk,
                                                      anchor_attn::theta_log2(c.theta), anchors.data(), keep.data(),
                                                      counts.data(), level});
