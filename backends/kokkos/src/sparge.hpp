@@ -132,7 +132,7 @@ struct SpargeSelect {
       });
       team.team_barrier();
       // The selection order of the candidates (descending, ties by lower index), their weights in that order.
-      team_selection_order(team, keys, blocks_k, [&](std::int64_t j) {
+      team_selection_order(team, keys, reach, [&](std::int64_t j) {  // candidates lie below reach
         return candidate[j] ? selection_key(prob[j], static_cast<int>(j)) : kNoSelectionKey;
       });
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n_valid), [&](std::int64_t r) { prob[r] = selection_key_weight(keys[r]); });
