@@ -219,16 +219,13 @@ AnchorResult anchor_attn_estimate_on(const Problem& p, const TensorView& q, cons
                                                      counts.data(), level});
   }
   AnchorResult out;
-  const auto a = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), anchors);
+  const std::vector<float> a = to_host(anchors);
   out.anchors.resize(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q));
-  for (std::size_t i = 0; i < out.anchors.size(); ++i) out.anchors[i] = AnchorStats{a(2 * i), a(2 * i + 1)};
-  const auto n = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
-  for (std::int64_t r = 0; r < shape.num_rows(); ++r) {
-    out.candidates += n(2 * r);
-    out.selected += n(2 * r + 1);
-  }
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
-  out.mask = TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+  for (std::size_t i = 0; i < out.anchors.size(); ++i) out.anchors[i] = AnchorStats{a[2 * i], a[2 * i + 1]};
+  const auto [candidates, selected] = count_totals(counts);
+  out.candidates = candidates;
+  out.selected = selected;
+  out.mask = TileMask::from_bitmap(shape, to_host(keep));
   return out;
 }
 

@@ -34,9 +34,11 @@ std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*>
   const Memory memory = (*tensors.begin())->memory;
   for (const TensorView* t : tensors)
     if (t->memory != memory) return {"tensors must all be in one memory space"};
-  if (!serves(memory))
-    return {std::string("tensors are in ") + (memory == Memory::hip ? "HIP" : "CUDA") + " memory, but Kokkos was built without " +
-            (memory == Memory::hip ? "HIP" : "CUDA") + " (execution spaces: " + execution_spaces() + ")"};
+  if (!serves(memory)) {
+    const std::string device = memory == Memory::hip ? "HIP" : "CUDA";
+    return {"tensors are in " + device + " memory, but Kokkos was built without " + device + " (execution spaces: " +
+            execution_spaces() + ")"};
+  }
   if (memory == Memory::host && wanted != "kokkos")
     return {"host tensors run on the reference unless options.backend = \"kokkos\""};
   return {};

@@ -264,19 +264,18 @@ TileMask bfla_estimate_on(const Problem& p, const TensorView& q, const TensorVie
                        detail::BflaExpand<Exec>{s, geo, plain, tq, tk, coarse.data(), keep.data()});
 
   if (scores_out != nullptr) {
-    const auto all = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), scores);
+    const std::vector<float> all = to_host(scores);
     scores_out->assign(static_cast<std::size_t>(p.batch * p.heads_q), {});
     for (std::int64_t b = 0; b < p.batch; ++b) {
       const std::int64_t gq = (p.seqlen_q_of(b) + g - 1) / g, gk = (p.seqlen_kv_of(b) + g - 1) / g;
       for (std::int64_t h = 0; h < p.heads_q; ++h) {
         std::vector<float>& out = (*scores_out)[static_cast<std::size_t>(b * p.heads_q + h)];
         for (std::int64_t u = 0; u < gq; ++u)
-          for (std::int64_t v = 0; v < gk; ++v) out.push_back(all(geo.pair(b * p.heads_q + h, u, v)));
+          for (std::int64_t v = 0; v < gk; ++v) out.push_back(all[static_cast<std::size_t>(geo.pair(b * p.heads_q + h, u, v))]);
       }
     }
   }
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
-  return TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+  return TileMask::from_bitmap(shape, to_host(keep));
 }
 
 }  // namespace spattn::kokkos

@@ -131,8 +131,7 @@ TileMask fg_attn_estimate_on(const Problem& p, const TensorView& q, const Tensor
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                        detail::FgSelect<Exec>{s, c.tile_q, c.tile_k, c.top_p, c.size_weighted_tail, tq, tk,
                                               q_mean.data(), k_mean.data(), keep.data(), level});
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
-  return TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+  return TileMask::from_bitmap(shape, to_host(keep));
 }
 
 }  // namespace spattn::kokkos

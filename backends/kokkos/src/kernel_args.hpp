@@ -3,8 +3,10 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
@@ -111,6 +113,23 @@ Kokkos::View<T*, typename Exec::memory_space> to_space(const char* label, const 
   Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(data, n);
   Kokkos::deep_copy(out, host);
   return out;
+}
+
+/// The host's copy of an execution space's array (the estimators' bitmaps, margins, counts), after the kernels that
+/// write it.
+template <class T, class... P>
+std::vector<T> to_host(const Kokkos::View<T*, P...>& view) {
+  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  return std::vector<T>(host.data(), host.data() + host.size());
+}
+
+/// The totals of per-row (candidates, selected) pairs counted in an execution space: {Σ candidates, Σ selected}.
+template <class... P>
+std::array<std::int64_t, 2> count_totals(const Kokkos::View<std::int64_t*, P...>& counts) {
+  const std::vector<std::int64_t> pairs = to_host(counts);
+  std::array<std::int64_t, 2> total{0, 0};
+  for (std::size_t r = 0; r + 1 < pairs.size(); r += 2) total[0] += pairs[r], total[1] += pairs[r + 1];
+  return total;
 }
 
 /// The problem in an execution space: its sequence offsets copied there (they must outlive the kernels that read

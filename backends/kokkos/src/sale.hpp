@@ -240,18 +240,14 @@ SaleResult sale_estimate_on(const Problem& p, const TensorView& q, const TensorV
                                                 sink_local.data(), margins.data(), keep.data(), counts.data(), level});
 
   SaleResult out;
-  const auto sl_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), sink_local);
+  const std::vector<float> sl = to_host(sink_local);
   out.sink_local.resize(n(bq * p.seqlen_q));
-  for (std::size_t i = 0; i < out.sink_local.size(); ++i) out.sink_local[i] = SoftmaxState{sl_host(2 * i), sl_host(2 * i + 1)};
-  const auto m_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), margins);
-  out.margins.assign(m_host.data(), m_host.data() + m_host.size());
-  const auto c_host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), counts);
-  for (std::int64_t r = 0; r < shape.num_rows(); ++r) {
-    out.candidates += c_host(2 * r);
-    out.selected += c_host(2 * r + 1);
-  }
-  const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
-  out.mask = TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+  for (std::size_t i = 0; i < out.sink_local.size(); ++i) out.sink_local[i] = SoftmaxState{sl[2 * i], sl[2 * i + 1]};
+  out.margins = to_host(margins);
+  const auto [candidates, selected] = count_totals(counts);
+  out.candidates = candidates;
+  out.selected = selected;
+  out.mask = TileMask::from_bitmap(shape, to_host(keep));
   return out;
 }
 

@@ -216,8 +216,7 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
                        detail::SpargeSelect<Exec>{s, c.block_q, c.block_k, tq, tk, c.topk, c.attention_sink,
                                                   theta.data(), tau.data(), q_mean.data(), q_sim.data(),
                                                   k_mean.data(), k_sim.data(), dense.data(), keep.data(), level});
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), keep);
-  return TileMask::from_bitmap(shape, std::vector<std::uint8_t>(host.data(), host.data() + host.size()));
+  return TileMask::from_bitmap(shape, to_host(keep));
 }
 
 }  // namespace spattn::kokkos
