@@ -37,8 +37,8 @@ inline constexpr int kS4 = kKeys / 4 + 1, kQ4 = kSlice / 4, kK4 = kSlice / 4 + 1
 /// Float4s of each scratch part: scores/weights, the staged slices (Q + K, or V: one buffer), α, two chunks' keys.
 inline constexpr int kScores4 = kRows * kS4, kSliceQK4 = kRows * kQ4 + kKeys * kK4;
 inline constexpr int kQPer = kRows * kQ4 / kThreads;  ///< Float4s of a Q slice each thread stages
-constexpr int stage4(int J) { return kSliceQK4 > kKeys * 16 * J ? kSliceQK4 : kKeys * 16 * J; }
-constexpr std::size_t scratch_bytes(int J) {
+KOKKOS_INLINE_FUNCTION constexpr int stage4(int J) { return kSliceQK4 > kKeys * 16 * J ? kSliceQK4 : kKeys * 16 * J; }
+KOKKOS_INLINE_FUNCTION constexpr std::size_t scratch_bytes(int J) {
   return 16u * static_cast<std::size_t>(kScores4 + stage4(J) + kRows / 4) + 2u * kKeys * sizeof(std::int64_t) + 16u;
 }
 }  // namespace tile
