@@ -1,6 +1,5 @@
 // FG-Attn query-tile merging and work ordering (research/fgattn.md §3–4); the estimator is in reference/.
 #include <algorithm>
-#include <bit>
 #include <numeric>
 
 #include "spattn/error.hpp"
@@ -45,17 +44,11 @@ struct Bits {
 Bits bits_of(const TileMask& m, std::int64_t b, std::int64_t h) {
   Bits bits;
   const std::int64_t tq = m.shape.num_q_tiles();
-  bits.words = (m.shape.num_k_tiles() + 63) / 64;
+  bits.words = bitset_words(m.shape.num_k_tiles());
   bits.data.assign(static_cast<std::size_t>(tq * bits.words), 0);
   for (std::int64_t t = 0; t < tq; ++t)
     for (std::int32_t k : m.row(b, h, t)) bits.data[static_cast<std::size_t>(t * bits.words + k / 64)] |= std::uint64_t{1} << (k % 64);
   return bits;
-}
-
-std::int64_t xor_distance(const Bits& bits, std::int64_t a, std::int64_t c) {
-  std::int64_t d = 0;
-  for (std::int64_t w = 0; w < bits.words; ++w) d += std::popcount(bits.row(a)[w] ^ bits.row(c)[w]);
-  return d;
 }
 
 std::vector<std::vector<std::int32_t>> groups_of(const TileMask& m, std::int64_t b, std::int64_t h, Merge merge,
@@ -74,19 +67,20 @@ std::vector<std::vector<std::int32_t>> groups_of(const TileMask& m, std::int64_t
   }
   const Bits bits = bits_of(m, b, h);
   std::vector<bool> used(static_cast<std::size_t>(tq), false);
-  std::vector<std::pair<std::int64_t, std::int32_t>> candidates;
+  std::vector<std::uint64_t> candidates;
   for (std::int64_t anchor = 0; anchor < tq; ++anchor) {
     if (used[static_cast<std::size_t>(anchor)]) continue;
     used[static_cast<std::size_t>(anchor)] = true;
     groups.push_back({static_cast<std::int32_t>(anchor)});
     candidates.clear();
     for (std::int64_t i = anchor + 1; i < tq; ++i)
-      if (!used[static_cast<std::size_t>(i)]) candidates.emplace_back(xor_distance(bits, anchor, i), static_cast<std::int32_t>(i));
+      if (!used[static_cast<std::size_t>(i)])
+        candidates.push_back(merge_key(xor_distance(bits.row(anchor), bits.row(i), bits.words), static_cast<std::int32_t>(i)));
     const auto take = std::min<std::size_t>(candidates.size(), static_cast<std::size_t>(r - 1));
     std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(take), candidates.end());
     for (std::size_t c = 0; c < take; ++c) {
-      groups.back().push_back(candidates[c].second);
-      used[static_cast<std::size_t>(candidates[c].second)] = true;
+      groups.back().push_back(merge_key_index(candidates[c]));
+      used[static_cast<std::size_t>(merge_key_index(candidates[c]))] = true;
     }
   }
   return groups;

@@ -281,6 +281,15 @@ const std::vector<EstimatorCase>& estimator_cases() {
     fg16.tile_q = 16;
     fg16.tile_k = 16;
     fg16.semantics = fg_attn::Semantics::union_keys;
+    fg_attn::Config fg_union_consecutive;  // UNION over consecutive groups of R = 4 tiles
+    fg_attn::Config fg_union_xor;          // UNION over greedy merge-XOR groups of R = 4 16-row tiles
+    fg_union_consecutive.top_p = 0.7f;
+    fg_union_consecutive.semantics = fg_attn::Semantics::union_keys;
+    fg_union_consecutive.merge = fg_attn::Merge::consecutive;
+    fg_union_xor.tile_q = 16;
+    fg_union_xor.work_rows = 64;
+    fg_union_xor.top_p = 0.6f;
+    fg_union_xor.semantics = fg_attn::Semantics::union_keys;
     fg_attn::Config fg_tail = fg;
     fg_tail.tile_k = 48;
     fg_tail.size_weighted_tail = true;
@@ -336,6 +345,10 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"fgattn 16x16 union causal", fg16, llm, 1, 2, 1, 500, 700, 64, true, DType::f16},
         {"fgattn tail-weighted N=48", fg_tail, video, 1, 2, 2, 333, 333, 256, false, DType::bf16},
         {"fgattn varlen", fg, random, 2, 2, 2, 300, 300, 64, false, DType::f16, {300, 45}, {260, 300}},
+        {"fgattn union consecutive varlen", fg_union_consecutive, random, 2, 2, 2, 700, 700, 64, false, DType::f16,
+         {700, 93}, {700, 310}},
+        {"fgattn union xor GQA Nq < Nkv", fg_union_xor, video, 1, 4, 2, 900, 1400, 128, false, DType::bf16},
+        {"fgattn union xor causal odd N", fg_union_xor, llm, 1, 2, 1, 2001, 2001, 64, true, DType::bf16},
         {"bfla llm GQA", bf, llm, 1, 4, 2, 1200, 1200, 128, true, DType::bf16},
         {"bfla chunked prefill", bf, llm, 1, 4, 2, 500, 1500, 64, true, DType::bf16},
         {"bfla rescues coarse", bf_rescue, llm, 1, 4, 1, 1000, 1000, 64, true, DType::f16},

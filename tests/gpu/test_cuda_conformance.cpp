@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "../common.hpp"
 #include "cuda_memory.hpp"
@@ -130,10 +131,10 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
         std::holds_alternative<bfla::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config) || is_sale;
     if (!r.not_supported.empty()) {
       reason = r.not_supported.front();
-      // SpargeAttn, BFLA and AnchorAttention cover the whole table, SALE head_dim 64/128, FG-Attn every EXACT-semantics case.
+      // SpargeAttn, FG-Attn (EXACT and UNION), BFLA and AnchorAttention cover the whole table, SALE head_dim 64/128.
       CHECK(!std::holds_alternative<sparge::Config>(c.config));
+      CHECK(!std::holds_alternative<fg_attn::Config>(c.config));
       CHECK((!approx || (is_sale && c.d != 64 && c.d != 128)));
-      if (const auto* fg = std::get_if<fg_attn::Config>(&c.config)) CHECK(fg->semantics != fg_attn::Semantics::exact);
       continue;
     }
     ++ran;
@@ -152,7 +153,7 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
   MESSAGE("CUDA estimators: " << ran << " of " << conformance::estimator_cases().size() << " cases ran, " << decisions
                               << " decisions compared (BFLA, AnchorAttention and SALE: " << approx_differing << " of " << approx_decisions
                               << " differ)" << (reason.empty() ? std::string() : "; not covered: " + reason));
-  CHECK(ran >= 28);
+  CHECK(ran >= 33);
 }
 
 /// The raw rows a device estimator wrote (before download()'s clean-up, which sorts and clips): every row_end within
@@ -692,6 +693,8 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   check_graph_replays(sparge::Config{}, WorkloadKind::llm, true);  // defaults: 128 × 64 blocks, top-k 0.5
   fg_attn::Config fg;  // defaults: 32 × 32 tiles (merged items built on the device), top-p 0.9
   check_graph_replays(fg, WorkloadKind::video, true);
+  fg.semantics = fg_attn::Semantics::union_keys;  // UNION over the greedy merge-XOR groups, planned on the device
+  check_graph_replays(fg, WorkloadKind::video, true);
   bfla::Config bf;  // 128-key blocks of 32-token groups: several blocks at N = 1200
   bf.block = 128;
   bf.group = 32;
@@ -709,6 +712,115 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   sa.bits = 8;
   sa.tau = {0.05f};
   check_graph_replays(sa, WorkloadKind::llm, false);
+}
+
+/// Device bytes in use (cudaMemGetInfo: what allocations take from the GPU, in the driver's pages).
+std::size_t device_bytes_used() {
+  std::size_t free = 0, total = 0;
+  cuda_check(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
+/// Plan's workspace option: a plan built on a caller's buffer of Plan::required_bytes allocates no device memory,
+/// writes only inside the buffer, and computes what a plan with its own allocations computes, bit for bit (mask and
+/// output), also captured in a CUDA graph; a buffer one byte short, misaligned or null is refused with a message.
+void check_caller_workspace(const MethodConfig& cfg, WorkloadKind kind, std::int64_t n, std::int64_t heads_q) {
+  CAPTURE(method_name(cfg));
+  CAPTURE(n);
+  WorkloadSpec s;
+  s.kind = kind;
+  s.seqlen = n;
+  s.heads_q = heads_q;
+  s.heads_kv = 2;
+  s.head_dim = 128;
+  s.dtype = DType::bf16;
+  s.seed = test_seed() + 7;
+  const Workload w = make_workload(s);
+  DeviceTensor dq(w.q.size_bytes()), dk(w.k.size_bytes()), dv(w.v.size_bytes());
+  const TensorView q = on_device(w.q, dq), k = on_device(w.k, dk), v = on_device(w.v, dv);
+  HostTensor want(DType::bf16, 1, heads_q, n, 128), got(DType::bf16, 1, heads_q, n, 128);
+  DeviceTensor dout(got.size_bytes());
+  TensorView o = got.view();
+  o.data = dout.ptr;
+  o.memory = Memory::cuda;
+  // The plan with its own allocations (it also loads the kernels, which takes device memory once).
+  const std::size_t before_own = device_bytes_used();
+  auto own = std::make_unique<cuda::Plan>(cfg, w.problem);
+  const std::size_t own_grew = device_bytes_used() - before_own;
+  cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+  own->run(q, k, v, o);
+  cuda_check(cudaMemcpy(want.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+  const TileMask own_mask = own->selection();
+  const std::size_t own_bytes = own->workspace_bytes();
+  own.reset();
+
+  const std::size_t need = cuda::Plan::required_bytes(cfg, w.problem);
+  CHECK(need >= own_bytes);
+  constexpr std::size_t kGuard = 1 << 16;
+  DeviceTensor buffer(need + kGuard);
+  cuda_check(cudaMemset(buffer.ptr, 0xff, need));  // poison: the plan must write what it reads
+  cuda_check(cudaMemset(static_cast<char*>(buffer.ptr) + need, 0xa5, kGuard));
+  const std::size_t before = device_bytes_used();
+  cuda::Plan plan(cfg, w.problem, {}, cuda::Workspace{buffer.ptr, need});
+  const std::size_t grew = device_bytes_used() - before;
+  MESSAGE(method_name(cfg) << " N " << n << ": required " << need << " bytes (plan's own: " << own_bytes
+                           << "); device memory grew by " << own_grew << " bytes for its own plan, " << grew
+                           << " for the plan on the workspace");
+  CHECK(grew < (std::size_t{2} << 20));  // no allocation beyond the driver's page noise
+  CHECK(plan.workspace_bytes() == own_bytes);
+  cudaStream_t stream;
+  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  plan.run(q, k, v, o, stream);
+  cuda_check(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  cuda_check(cudaGraphInstantiate(&exec, graph, 0));
+  cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+  cuda_check(cudaGraphLaunch(exec, stream));
+  cuda_check(cudaStreamSynchronize(stream));
+  cuda_check(cudaMemcpy(got.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+  const TileMask mask = plan.selection(stream);
+  CHECK(mask.row_ptr == own_mask.row_ptr);
+  CHECK(mask.tiles == own_mask.tiles);
+  CHECK(std::memcmp(got.data(), want.data(), got.size_bytes()) == 0);
+  std::vector<std::uint8_t> guard(kGuard);
+  cuda_check(cudaMemcpy(guard.data(), static_cast<char*>(buffer.ptr) + need, kGuard, cudaMemcpyDeviceToHost));
+  CHECK(std::count(guard.begin(), guard.end(), std::uint8_t{0xa5}) == static_cast<std::ptrdiff_t>(kGuard));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  // Refusals, before any kernel runs.
+  const auto refusal = [&](cuda::Workspace ws) {
+    try {
+      cuda::Plan bad(cfg, w.problem, {}, ws);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refusal({buffer.ptr, need - 1}).find("too small") != std::string::npos);
+  CHECK(refusal({static_cast<char*>(buffer.ptr) + 16, need}).find("256-byte aligned") != std::string::npos);
+  CHECK(refusal({nullptr, need}).find("null") != std::string::npos);
+}
+
+TEST_CASE("Plan on a caller's workspace: no allocation, same bits, graph-capturable, clear refusals") {
+  fg_attn::Config fg;  // 16 × 16 tiles, UNION over merge-XOR groups: every FG-Attn buffer (tens of MiB at 16K)
+  fg.tile_q = 16;
+  fg.tile_k = 16;
+  fg.semantics = fg_attn::Semantics::union_keys;
+  check_caller_workspace(fg, WorkloadKind::video, 16384, 8);
+  check_caller_workspace(sparge::Config{}, WorkloadKind::llm, 4000, 4);
+  bfla::Config bf;
+  bf.block = 128;
+  bf.group = 32;
+  check_caller_workspace(bf, WorkloadKind::llm, 3000, 4);
+  anchor_attn::Config an;  // its anchor region is an uploaded mask inside the estimator; resumed executor
+  an.step = 4;
+  an.theta = 3.0f;
+  check_caller_workspace(an, WorkloadKind::llm, 3000, 4);
+  check_caller_workspace(sale::Config{}, WorkloadKind::llm, 3000, 4);
+  check_caller_workspace(DenseConfig{64, 32}, WorkloadKind::video, 2000, 4);
 }
 
 // PV-skip on the sm90 kernel. Q and K hold small integers, so every score is an exact integer on both sides

@@ -80,10 +80,8 @@ __global__ void merge_items_kernel(const std::int64_t* row_begin, const std::int
 
 template <class T>
 T* DeviceTileMask::allocate(std::size_t n) {
-  T* p = nullptr;
-  check(cudaMalloc(&p, std::max<std::size_t>(n, 1) * sizeof(T)), "cudaMalloc");
   bytes_ += std::max<std::size_t>(n, 1) * sizeof(T);
-  return p;
+  return static_cast<T*>(detail::device_allocate(std::max<std::size_t>(n, 1) * sizeof(T), owned_));
 }
 
 void DeviceTileMask::allocate_order() {
@@ -102,7 +100,7 @@ void DeviceTileMask::allocate_order() {
   order_blocks_ = static_cast<int>(blocks);
   order_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
   order_base_ = allocate<std::int32_t>(base.size());
-  check(cudaMemcpy(order_base_, base.data(), base.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  detail::upload(order_base_, base.data(), base.size() * sizeof(std::int32_t));
   if (blocks * sizeof(std::int64_t) > 48 * 1024)
     check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(blocks * sizeof(std::int64_t))),
@@ -118,10 +116,8 @@ void DeviceTileMask::allocate_items() {
   for (std::int64_t i = 0; i < items_; ++i) begin[static_cast<std::size_t>(i)] = i * tk;
   item_begin_ = allocate<std::int64_t>(begin.size());
   item_end_ = allocate<std::int64_t>(begin.size());
-  if (!begin.empty()) {
-    check(cudaMemcpy(item_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-    check(cudaMemcpy(item_end_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  }
+  detail::upload(item_begin_, begin.data(), begin.size() * sizeof(std::int64_t));
+  detail::upload(item_end_, begin.data(), begin.size() * sizeof(std::int64_t));
   item_tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(items_ * tk));
   item_members_ = allocate<std::uint8_t>(static_cast<std::size_t>(items_ * tk));
 }
@@ -178,22 +174,17 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream)
     item_end_ = item_begin_ + 1;
     item_tiles_ = allocate<std::int32_t>(keys.size());
     item_members_ = allocate<std::uint8_t>(members.size());
-    check(cudaMemcpy(item_begin_, ptr.data(), ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-    if (!keys.empty()) {
-      check(cudaMemcpy(item_tiles_, keys.data(), keys.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-      check(cudaMemcpy(item_members_, members.data(), members.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
-    }
+    detail::upload(item_begin_, ptr.data(), ptr.size() * sizeof(std::int64_t));
+    detail::upload(item_tiles_, keys.data(), keys.size() * sizeof(std::int32_t));
+    detail::upload(item_members_, members.data(), members.size());
   }
   row_begin_ = allocate<std::int64_t>(mask.row_ptr.size());
   row_end_ = row_begin_ + 1;
-  check(cudaMemcpy(row_begin_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice),
-        "cudaMemcpy");
+  detail::upload(row_begin_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t));
   tiles_ = allocate<std::int32_t>(mask.tiles.size());
-  if (!mask.tiles.empty())
-    check(cudaMemcpy(tiles_, mask.tiles.data(), mask.tiles.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
-          "cudaMemcpy");
+  detail::upload(tiles_, mask.tiles.data(), mask.tiles.size() * sizeof(std::int32_t));
   allocate_order();
-  build_work_order(stream);
+  if (!detail::measuring()) build_work_order(stream);
 }
 
 DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(false) {
@@ -202,8 +193,8 @@ DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(fal
   for (std::int64_t r = 0; r < rows; ++r) begin[static_cast<std::size_t>(r)] = r * cap;
   row_begin_ = allocate<std::int64_t>(begin.size());
   row_end_ = allocate<std::int64_t>(begin.size());
-  check(cudaMemcpy(row_begin_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(row_end_, begin.data(), begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice), "cudaMemcpy");
+  detail::upload(row_begin_, begin.data(), begin.size() * sizeof(std::int64_t));
+  detail::upload(row_end_, begin.data(), begin.size() * sizeof(std::int64_t));
   tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(rows * cap));
   allocate_items();
   allocate_order();
@@ -241,15 +232,11 @@ void DeviceTensor::download(HostTensor& host) const {
 }
 
 DeviceTileMask::~DeviceTileMask() {
-  cudaFree(row_begin_);
-  if (!csr_) cudaFree(row_end_);
-  cudaFree(tiles_);
-  cudaFree(item_begin_);
-  if (!csr_) cudaFree(item_end_);
-  cudaFree(item_tiles_);
-  cudaFree(item_members_);
-  cudaFree(order_);
-  cudaFree(order_base_);
+  for (void* p : {static_cast<void*>(row_begin_), static_cast<void*>(tiles_), static_cast<void*>(item_begin_),
+                  static_cast<void*>(item_tiles_), static_cast<void*>(item_members_), static_cast<void*>(order_),
+                  static_cast<void*>(order_base_)})
+    detail::device_free(p, owned_);
+  if (!csr_) detail::device_free(row_end_, owned_), detail::device_free(item_end_, owned_);
 }
 
 }  // namespace spattn::cuda

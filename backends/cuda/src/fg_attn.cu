@@ -10,8 +10,13 @@
 //      selection order as a bitonic sort of (weight, index) keys and TopCdf with the crossing tile included; the kept
 //      tiles are written ascending into the row's slot of the DeviceTileMask, whose build_work_order() then merges
 //      16/32-row tiles into the executor's 64-row items on the device.
-// Workspace (allocated once per shape): tile means [B·Hq·Tq·D] and [B·Hkv·Tk·D] and the logits [B·Hq·Tq·Tk] (fp32).
-// EXACT semantics only: UNION needs the merge plan (the greedy XOR groups), which is built on the host.
+//   4. UNION semantics only (fg_attn::effective_mask): the merge plan's groups — consecutive, or the greedy merge-XOR
+//      (bits: each row's key-tile bitset; xor_groups: one CTA per (batch, head) runs the greedy loop, anchors in turn,
+//      each candidate's distance by one warp, the R − 1 nearest by block argmin rounds over fg_attn::merge_key) — then
+//      union_rows: one CTA per group writes the members' union, clipped to each member's reach, into their rows.
+//      EXACT masks do not depend on the plan (the executor merges consecutive tiles into its items).
+// Workspace (allocated once per shape): tile means [B·Hq·Tq·D] and [B·Hkv·Tk·D] and the logits [B·Hq·Tq·Tk] (fp32);
+// for UNION the groups [B·Hq·Tq] (int32) and, for merge-XOR, the bitsets [B·Hq·Tq·⌈Tk/64⌉] (uint64).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -149,6 +154,119 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (threadIdx.x == 0) a.row_end[row] = slot + count;
 }
 
+// ---- UNION semantics: the merge plan's groups and the members' union rows ----
+
+/// Query tiles of sequence b that take part in the plan (fg_attn::plan: those starting before the sequence's end).
+__device__ int plan_tiles(const Seqs& seqs, int b, int tile_q) {
+  return static_cast<int>((seqs.len_q(b) + tile_q - 1) / tile_q);
+}
+
+/// One CTA per (query tile, (batch, head)): the row's kept key tiles as a bitset of `words` words.
+__global__ void bits_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, const std::int32_t* tiles,
+                            int tq, int words, std::uint64_t* bits) {
+  extern __shared__ unsigned long long word[];
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.y) * tq + blockIdx.x;
+  for (int w = threadIdx.x; w < words; w += blockDim.x) word[w] = 0;
+  __syncthreads();
+  for (std::int64_t e = row_begin[row] + threadIdx.x; e < row_end[row]; e += blockDim.x)
+    atomicOr(&word[tiles[e] / 64], 1ull << (tiles[e] % 64));
+  __syncthreads();
+  for (int w = threadIdx.x; w < words; w += blockDim.x) bits[row * words + w] = word[w];
+}
+
+constexpr int kGroupThreads = 1024;
+/// The greedy merge-XOR plan of fg_attn::plan for one (batch, head) per CTA: the lowest ungrouped tile anchors a
+/// group and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(xor_distance, index). Writes the tiles in
+/// group order to groups[bh·tq …]: group g is entries [g·R, min(g·R + R, tiles)). Dynamic shared memory:
+/// xor_groups_bytes(tq, words).
+__global__ void __launch_bounds__(kGroupThreads) xor_groups_kernel(Seqs seqs, int heads, int tile_q, int tq, int words,
+                                                                   int r, const std::uint64_t* bits, std::int32_t* groups) {
+  extern __shared__ std::uint64_t key[];  // tq keys, then the anchor's words, then tq used flags
+  std::uint64_t* anchor_bits = key + tq;
+  auto* used = reinterpret_cast<std::uint8_t*>(anchor_bits + words);
+  __shared__ std::uint64_t best[kGroupThreads / 32];
+  const int bh = static_cast<int>(blockIdx.x), n = plan_tiles(seqs, bh / heads, tile_q);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const std::uint64_t* head_bits = bits + static_cast<std::int64_t>(bh) * tq * words;
+  std::int32_t* out = groups + static_cast<std::int64_t>(bh) * tq;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) used[i] = 0;
+  __syncthreads();
+  int placed = 0;
+  for (int anchor = 0; anchor < n; ++anchor) {
+    if (used[anchor]) continue;  // every thread reads the same flags: the loop stays uniform
+    const int take = n - placed - 1 < r - 1 ? n - placed - 1 : r - 1;  // ungrouped tiles after the anchor, at most R − 1
+    for (int w = threadIdx.x; w < words; w += blockDim.x) anchor_bits[w] = head_bits[static_cast<std::int64_t>(anchor) * words + w];
+    if (threadIdx.x == 0) out[placed] = anchor;
+    __syncthreads();
+    if (threadIdx.x == 0) used[anchor] = 1;
+    for (int i = anchor + 1 + warp; i < n && take > 0; i += warps) {  // one warp per candidate: its distance
+      if (used[i]) {
+        if (lane == 0) key[i] = ~std::uint64_t{0};
+        continue;
+      }
+      const std::uint64_t* row = head_bits + static_cast<std::int64_t>(i) * words;
+      int d = 0;
+      for (int w = lane; w < words; w += 32) d += popcount64(anchor_bits[w] ^ row[w]);
+      d = __reduce_add_sync(0xffffffffu, d);
+      if (lane == 0) key[i] = fg_attn::merge_key(d, i);
+    }
+    for (int t = 0; t < take; ++t) {  // the nearest ungrouped candidate, take times
+      __syncthreads();
+      std::uint64_t mine = ~std::uint64_t{0};
+      for (int i = anchor + 1 + threadIdx.x; i < n; i += blockDim.x) mine = key[i] < mine ? key[i] : mine;
+      for (int o = 16; o > 0; o >>= 1) {
+        const std::uint64_t other = __shfl_xor_sync(0xffffffffu, mine, o);
+        mine = other < mine ? other : mine;
+      }
+      if (lane == 0) best[warp] = mine;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (int w = 1; w < warps; ++w) mine = best[w] < mine ? best[w] : mine;
+        const int i = fg_attn::merge_key_index(mine);
+        used[i] = 1;
+        key[i] = ~std::uint64_t{0};
+        out[placed + 1 + t] = i;
+      }
+    }
+    placed += 1 + take;
+    __syncthreads();
+  }
+}
+inline std::size_t xor_groups_bytes(std::int64_t tq, std::int64_t words) {
+  return static_cast<std::size_t>(tq * 9 + words * 8);
+}
+
+/// One CTA per (group g, (batch, head)): the union of the members' kept key tiles (consecutive members g·R … when
+/// `groups` is null, else groups[bh·tq + g·R …]) written into every member's row, clipped to the member's reach.
+/// Dynamic shared memory: tk bytes.
+__global__ void union_rows_kernel(Seqs seqs, int heads, int tile_q, int tile_k, int tq, int tk, int r,
+                                  const std::int32_t* groups, const std::int64_t* row_begin, std::int64_t* row_end,
+                                  std::int32_t* tiles) {
+  extern __shared__ std::uint8_t keep[];
+  __shared__ int scan[256];
+  const int bh = static_cast<int>(blockIdx.y), b = bh / heads, g = static_cast<int>(blockIdx.x);
+  const int n = plan_tiles(seqs, b, tile_q), first = g * r;
+  if (first >= n) return;
+  const int members = n - first < r ? n - first : r;
+  const std::int64_t rows = static_cast<std::int64_t>(bh) * tq;
+  const auto member = [&](int m) { return groups ? groups[rows + first + m] : first + m; };
+  for (int j = threadIdx.x; j < tk; j += blockDim.x) keep[j] = 0;
+  __syncthreads();
+  for (int m = 0; m < members; ++m) {
+    const std::int64_t row = rows + member(m);
+    for (std::int64_t e = row_begin[row] + threadIdx.x; e < row_end[row]; e += blockDim.x) keep[tiles[e]] = 1;
+  }
+  __syncthreads();  // every member's row is read before any is written
+  const std::int64_t nq = seqs.len_q(b), nkv = seqs.len_kv(b);
+  for (int m = 0; m < members; ++m) {
+    const int t = member(m);
+    const std::int64_t row = rows + t;
+    const int reach = static_cast<int>(mask_policy::reachable_tiles<std::int64_t>(t, tile_q, tile_k, nq, nkv, seqs.causal));
+    const int count = detail::write_kept(keep, reach, tiles + row_begin[row], scan);
+    if (threadIdx.x == 0) row_end[row] = row_begin[row] + count;
+  }
+}
+
 std::size_t logits_bytes(std::int64_t d) {
   return static_cast<std::size_t>(kRowsPerCta * d + kKeysPerStage * (d + 1)) * sizeof(float);
 }
@@ -164,12 +282,22 @@ class FgAttnEstimator final : public DeviceEstimator {
     k_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
     logits_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * tk));
     sort_keys_ = detail::pow2_at_least(std::max<std::int64_t>(tk, 1));
+    if (c.semantics == fg_attn::Semantics::union_keys && c.merge != fg_attn::Merge::none) {
+      group_rows_ = c.work_rows / c.tile_q;
+      if (c.merge == fg_attn::Merge::xor_greedy) {
+        words_ = static_cast<int>(fg_attn::bitset_words(tk));
+        groups_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq));
+        bits_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * words_));
+      }
+    }
     if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
     else set_limits<__half>();
   }
 
   MaskShape shape() const override { return shape_; }
-  std::size_t workspace_bytes() const override { return q_mean_.bytes() + k_mean_.bytes() + logits_.bytes(); }
+  std::size_t workspace_bytes() const override {
+    return q_mean_.bytes() + k_mean_.bytes() + logits_.bytes() + groups_.bytes() + bits_.bytes();
+  }
 
   void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
     if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
@@ -188,6 +316,10 @@ class FgAttnEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(select_bytes(sort_keys_))),
           "shared memory");
+    if (words_ > 0)
+      check(cudaFuncSetAttribute(xor_groups_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(xor_groups_bytes(shape_.num_q_tiles(), words_))),
+            "shared memory");
   }
 
   template <class T>
@@ -231,6 +363,17 @@ class FgAttnEstimator final : public DeviceEstimator {
     s.row_end = mask.row_end();
     s.tiles = mask.tiles();
     select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_), stream>>>(s);
+    if (group_rows_ > 0) {  // UNION: every member of a group gets the group's union
+      if (words_ > 0) {
+        bits_kernel<<<dim3(tq, bq * hq), 128, static_cast<std::size_t>(words_) * 8, stream>>>(
+            mask.row_begin(), mask.row_end(), mask.tiles(), tq, words_, bits_.ptr);
+        xor_groups_kernel<<<bq * hq, kGroupThreads, xor_groups_bytes(tq, words_), stream>>>(
+            seqs_, hq, c_.tile_q, tq, words_, group_rows_, bits_.ptr, groups_.ptr);
+      }
+      union_rows_kernel<<<dim3((tq + group_rows_ - 1) / group_rows_, bq * hq), 256, static_cast<std::size_t>(tk), stream>>>(
+          seqs_, hq, c_.tile_q, c_.tile_k, tq, tk, group_rows_, words_ > 0 ? groups_.ptr : nullptr, mask.row_begin(),
+          mask.row_end(), mask.tiles());
+    }
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
   }
@@ -240,7 +383,11 @@ class FgAttnEstimator final : public DeviceEstimator {
   MaskShape shape_;
   Seqs seqs_;
   int sort_keys_ = 1;
+  int group_rows_ = 0;  ///< R of a UNION plan that merges (0: the mask is the rows' own tiles)
+  int words_ = 0;       ///< bitset words per row of a merge-XOR plan (0: none)
   DeviceArray<float> q_mean_, k_mean_, logits_;
+  DeviceArray<std::int32_t> groups_;
+  DeviceArray<std::uint64_t> bits_;
 };
 
 }  // namespace
@@ -248,8 +395,9 @@ class FgAttnEstimator final : public DeviceEstimator {
 std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c, const Problem& p) {
   std::vector<std::string> why;
   const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
-  if (c.semantics != fg_attn::Semantics::exact)
-    why.push_back("the CUDA FG-Attn estimator builds EXACT-semantics masks only (UNION needs the merge plan, built on the host)");
+  if (c.semantics == fg_attn::Semantics::union_keys && c.merge == fg_attn::Merge::xor_greedy &&
+      xor_groups_bytes(shape.num_q_tiles(), fg_attn::bitset_words(shape.num_k_tiles())) > detail::kMaxSharedBytes)
+    why.push_back("the CUDA FG-Attn estimator's merge-XOR plan holds at most ~25000 query tiles per head in shared memory");
   if (p.head_dim % 8 != 0) why.push_back("the CUDA FG-Attn estimator needs head_dim a multiple of 8");
   if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
   const int keys = detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "device_memory.cuh"
@@ -78,6 +79,29 @@ std::vector<std::string> Plan::not_supported_reasons(const MethodConfig& config,
 
 Plan::Plan(const MethodConfig& config, const Problem& problem, const AttendOptions& options)
     : impl_(std::make_unique<Impl>()) {
+  build(config, problem, options);
+}
+
+Plan::Plan(const MethodConfig& config, const Problem& problem, const AttendOptions& options, Workspace workspace)
+    : impl_(std::make_unique<Impl>()) {
+  if (workspace.data == nullptr) fail("cuda plan: the workspace is null (a Workspace needs device memory)");
+  if (reinterpret_cast<std::uintptr_t>(workspace.data) % detail::Arena::kAlign != 0)
+    fail("cuda plan: the workspace must be ", detail::Arena::kAlign, "-byte aligned");
+  detail::Arena arena(workspace.data, workspace.bytes);
+  const detail::ArenaScope scope(arena);
+  build(config, problem, options);
+}
+
+std::size_t Plan::required_bytes(const MethodConfig& config, const Problem& problem, const AttendOptions& options) {
+  detail::Arena arena(nullptr, 0);
+  {
+    const detail::ArenaScope scope(arena);
+    Plan measured(config, problem, options);
+  }
+  return arena.used();
+}
+
+void Plan::build(const MethodConfig& config, const Problem& problem, const AttendOptions& options) {
   problem.validate();
   validate(config, problem);
   Impl& m = *impl_;

@@ -27,6 +27,15 @@ SPATTN_INLINE float bits_to_float(std::uint32_t u) {
   return x;
 }
 
+/// Set bits of a 64-bit word (a bitset row's popcount, FG-Attn's XOR distance).
+SPATTN_INLINE int popcount64(std::uint64_t x) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+  return __popcll(x);
+#else
+  return __builtin_popcountll(x);
+#endif
+}
+
 /// IEEE binary16 stored as its bit pattern.
 struct half_t {
   std::uint16_t bits;

@@ -73,6 +73,23 @@ SPATTN_INLINE float tail_weight(std::int64_t nkv, std::int32_t tile_k, bool size
 /// A row keeps every reachable tile when a logit is not finite (NaN/Inf inputs) or p = 1.
 SPATTN_INLINE bool keep_all_tiles(bool logits_finite, float top_p) { return !logits_finite || top_p >= 1.0f; }
 
+// ---- merge rules (host + device: fg_attn::plan and the CUDA estimator's UNION masks call these) ----
+
+/// Words of a query tile's key-tile bitset (bit k of word k / 64: the tile keeps key tile k).
+SPATTN_INLINE std::int64_t bitset_words(std::int64_t num_k_tiles) { return (num_k_tiles + 63) / 64; }
+/// The greedy merge-XOR distance of two query tiles: popcount(row_a XOR row_b) over their bitsets.
+SPATTN_INLINE std::int64_t xor_distance(const std::uint64_t* a, const std::uint64_t* b, std::int64_t words) {
+  std::int64_t d = 0;
+  for (std::int64_t w = 0; w < words; ++w) d += popcount64(a[w] ^ b[w]);
+  return d;
+}
+/// The order in which an anchor takes its ungrouped candidates: smaller XOR distance first, ties by lower query
+/// tile, as one ascending 64-bit key (distance <= 2^31 key tiles, index >= 0).
+SPATTN_INLINE std::uint64_t merge_key(std::int64_t distance, std::int32_t index) {
+  return static_cast<std::uint64_t>(distance) << 32 | static_cast<std::uint32_t>(index);
+}
+SPATTN_INLINE std::int32_t merge_key_index(std::uint64_t key) { return static_cast<std::int32_t>(key & 0xffffffffu); }
+
 /// One merged work item: up to R member query tiles of one (batch, mask head) and the union of their key
 /// tiles, with a membership bit per union tile (bit t = member t selected it).
 struct WorkItem {

@@ -73,6 +73,7 @@ class DeviceTileMask {
   std::int64_t* row_begin_ = nullptr;
   std::int64_t* row_end_ = nullptr;  ///< row_begin_ + 1 for an uploaded CSR mask (not owned then)
   bool csr_ = true;
+  bool owned_ = true;  ///< false: the memory is a caller's workspace (cuda::Plan's option)
   std::int32_t* tiles_ = nullptr;
   std::int64_t* item_begin_ = nullptr;
   std::int64_t* item_end_ = nullptr;  ///< item_begin_ + 1 for an uploaded mask (CSR; not owned then)

@@ -5,6 +5,7 @@
 // replayed on new inputs in the same buffers. sparse_attention() on CUDA tensors uses one per call.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,14 @@
 
 namespace spattn::cuda {
 
+/// Device memory a caller lends a Plan instead of the plan allocating its own (cuda::Plan's workspace option, e.g.
+/// from a framework's caching allocator): `bytes` bytes at `data`, 256-byte aligned, at least Plan::required_bytes,
+/// alive and used by nothing else while the plan lives. The plan never frees it.
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
 class Plan {
  public:
   /// Why this backend cannot plan `config` for `problem` (estimator and executor; empty: it can).
@@ -20,6 +29,12 @@ class Plan {
   /// Throws spattn::Error with the reasons when not supported. options: the executor's (lse, PV-skip, …); the
   /// method's own executor options (SpargeAttn's pv_threshold) are added as sparse_attention() does.
   Plan(const MethodConfig& config, const Problem& problem, const AttendOptions& options = {});
+  /// The same plan with every device buffer (estimator workspace, mask, executor state) carved from `workspace`: the
+  /// constructor allocates no device memory. Throws spattn::Error when it is null, misaligned or too small.
+  Plan(const MethodConfig& config, const Problem& problem, const AttendOptions& options, Workspace workspace);
+  /// The bytes a Workspace for this plan needs (no device memory is allocated to find out). Throws like the
+  /// constructor when the plan is not supported.
+  static std::size_t required_bytes(const MethodConfig& config, const Problem& problem, const AttendOptions& options = {});
   ~Plan();
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -45,13 +60,14 @@ class Plan {
   /// The method's whole selection on the host (waits for `stream`): mask() with the keys the estimator's pass
   /// covered when the last estimate resumed. `downloaded`: the caller's mask().download(), if it has one.
   TileMask selection(CUstream_st* stream = nullptr, const TileMask* downloaded = nullptr) const;
-  /// Device bytes held: estimator workspace + mask + counters.
+  /// Device bytes held: estimator workspace + mask + counters (in the caller's Workspace when given one).
   std::size_t workspace_bytes() const;
   /// Counts of the last attend() (empty rows, PV-skipped pairs, visited tiles — of the whole selection): waits for
   /// `stream`. `downloaded`: the caller's selection(), if it has one; otherwise it is downloaded here.
   AttendStats stats(CUstream_st* stream = nullptr, const TileMask* downloaded = nullptr) const;
 
  private:
+  void build(const MethodConfig& config, const Problem& problem, const AttendOptions& options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
