@@ -158,6 +158,11 @@ std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
     fg.tile_k = 64;
     fg.top_p = 0.9f;
     arms.emplace_back("fgattn 64x64 p 0.9", fg);
+    fg.semantics = fg_attn::Semantics::union_keys;  // UNION over greedy merge-XOR groups, planned on the device
+    arms.emplace_back("fgattn 64x64 p 0.9 union", fg);
+    fg.tile_q = 32;
+    fg.tile_k = 32;
+    arms.emplace_back("fgattn 32x32 p 0.9 union", fg);
   }
   return arms;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "common.hpp"
@@ -78,6 +79,32 @@ TEST_CASE("TopCdf on random rows: the kept set is the defined prefix") {
       }
     }
   }
+}
+
+TEST_CASE("top_cdf_prefix + top_cdf_cut give top_cdf_count's cut exactly (the GPU's one-pass form)") {
+  int checked = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int n = static_cast<int>(uniform(0, 600));
+    std::vector<float> sorted(static_cast<std::size_t>(n));
+    const int kind = trial % 4;  // skewed; many exact ties; zeros in the tail; huge and tiny (rounding-bound sums)
+    for (auto& x : sorted)
+      x = kind == 0   ? static_cast<float>(std::pow(uniform(0, 1), 6.0))
+          : kind == 1 ? static_cast<float>(std::floor(uniform(0, 4))) / 4.0f
+          : kind == 2 ? (uniform(0, 1) < 0.3 ? 0.0f : static_cast<float>(uniform(0, 1)))
+                      : (uniform(0, 1) < 0.05 ? 1.0f : static_cast<float>(uniform(0, 1e-7)));
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    for (float tau : {0.0f, static_cast<float>(uniform(0, 1)), 0.5f, 0.999999f, 1.0f})
+      for (bool inclusive : {false, true})
+        for (int min_keep : {0, 1, 5}) {
+          std::vector<float> prefix = sorted;
+          top_cdf_prefix(prefix.data(), n);
+          const int want = top_cdf_count(sorted.data(), n, tau, min_keep, inclusive);
+          REQUIRE_MESSAGE(top_cdf_cut(prefix.data(), n, tau, min_keep, inclusive) == want,
+                          "n " << n << " kind " << kind << " tau " << tau << " inclusive " << inclusive);
+          ++checked;
+        }
+  }
+  CHECK(checked == 3000 * 5 * 2 * 3);
 }
 
 TEST_CASE("selection keys order exactly as selection_before, and give back their weight and index") {

@@ -245,14 +245,18 @@ __device__ void sort_indexed(std::uint64_t* keys, int n) {
 /// TopCdf on the device (topcdf.hpp's steps 3-6) in a block of kThreads threads: sorts keys[0, n) — n a power of
 /// two, keys[j] = selection_key(weight_j, j) for the n_valid valid entries and kNoKey for the rest, each at its index
 /// j — into the selection order, and returns (to every thread) how many of them the rule keeps: top_cdf_count on the
-/// sorted weights, one thread, in the core's sequential order. `sorted` receives the n_valid sorted weights.
+/// sorted weights, one thread, in the core's sequential order (top_cdf_prefix + top_cdf_cut). `sorted` receives the
+/// n_valid prefix sums of the sorted weights.
 template <int kThreads>
 __device__ int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau, int min_keep, bool include_crossing,
                               float* sorted, int* cut) {
   sort_indexed<kThreads>(keys, n);
   for (int t = threadIdx.x; t < n_valid; t += blockDim.x) sorted[t] = key_value(keys[t]);
   __syncthreads();
-  if (threadIdx.x == 0) *cut = top_cdf_count(sorted, n_valid, tau, min_keep, include_crossing);
+  if (threadIdx.x == 0) {  // top_cdf_count's result: its sums once, in place, then a binary search
+    top_cdf_prefix(sorted, n_valid);
+    *cut = top_cdf_cut(sorted, n_valid, tau, min_keep, include_crossing);
+  }
   __syncthreads();
   const int c = *cut;
   __syncthreads();

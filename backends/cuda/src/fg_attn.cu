@@ -11,12 +11,14 @@
 //      tiles are written ascending into the row's slot of the DeviceTileMask, whose build_work_order() then merges
 //      16/32-row tiles into the executor's 64-row items on the device.
 //   4. UNION semantics only (fg_attn::effective_mask): the merge plan's groups — consecutive, or the greedy merge-XOR
-//      (bits: each row's key-tile bitset; xor_groups: one CTA per (batch, head) runs the greedy loop, anchors in turn,
-//      each candidate's distance by one warp, the R − 1 nearest by block argmin rounds over fg_attn::merge_key) — then
-//      union_rows: one CTA per group writes the members' union, clipped to each member's reach, into their rows.
+//      (bits: each row's key-tile bitset; distance: every pair's XOR distance, 64 × 64 pairs per CTA over the whole
+//      GPU; xor_groups: one CTA per (batch, head) runs the greedy loop, anchors in turn, the R − 1 nearest by block
+//      argmin rounds over fg_attn::merge_key) — then union_rows: one CTA per group writes the members' union, clipped
+//      to each member's reach, into their rows.
 //      EXACT masks do not depend on the plan (the executor merges consecutive tiles into its items).
 // Workspace (allocated once per shape): tile means [B·Hq·Tq·D] and [B·Hkv·Tk·D] and the logits [B·Hq·Tq·Tk] (fp32);
-// for UNION the groups [B·Hq·Tq] (int32) and, for merge-XOR, the bitsets [B·Hq·Tq·⌈Tk/64⌉] (uint64).
+// for UNION the groups [B·Hq·Tq] (int32) and, for merge-XOR, the bitsets [B·Hq·Tq·⌈Tk/64⌉] (uint64) and the pair
+// distances [B·Hq·Tq·Tq] (uint16: 1 GiB at 128K with 32 × 32 tiles and 32 heads).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -174,20 +176,58 @@ __global__ void bits_kernel(const std::int64_t* row_begin, const std::int64_t* r
   for (int w = threadIdx.x; w < words; w += blockDim.x) bits[row * words + w] = word[w];
 }
 
+/// The merge-XOR distances of every pair of query tiles a < i of a (batch, head), fg_attn::xor_distance of their
+/// bitsets, into dist[(bh·tq + a)·tq + i] (uint16: at most 16384 key tiles). One CTA per 64 × 64 block of pairs on or
+/// above the diagonal: the two tiles' bitsets staged 32 words at a time, each thread 4 × 4 pairs (anchors ty + 16p,
+/// candidates tx + 16u: conflict-free shared loads).
+constexpr int kPairTile = 64, kPairWords = 32;
+__global__ void __launch_bounds__(256) distance_kernel(int tq, int words, const std::uint64_t* bits, std::uint16_t* dist) {
+  __shared__ std::uint64_t as[kPairTile][kPairWords + 1], is[kPairTile][kPairWords + 1];
+  const int a0 = static_cast<int>(blockIdx.y) * kPairTile, i0 = static_cast<int>(blockIdx.x) * kPairTile;
+  if (i0 + kPairTile <= a0) return;  // below the diagonal: no pair a < i
+  const std::int64_t bh = blockIdx.z;
+  const std::uint64_t* head = bits + bh * tq * words;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  int d[4][4] = {};
+  for (int w0 = 0; w0 < words; w0 += kPairWords) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < kPairTile * kPairWords; e += blockDim.x) {
+      const int r = e / kPairWords, w = w0 + e % kPairWords;
+      as[r][e % kPairWords] = a0 + r < tq && w < words ? head[static_cast<std::int64_t>(a0 + r) * words + w] : 0;
+      is[r][e % kPairWords] = i0 + r < tq && w < words ? head[static_cast<std::int64_t>(i0 + r) * words + w] : 0;
+    }
+    __syncthreads();
+    for (int w = 0; w < kPairWords; ++w) {
+      std::uint64_t x[4], y[4];
+#pragma unroll
+      for (int p = 0; p < 4; ++p) x[p] = as[ty + 16 * p][w], y[p] = is[tx + 16 * p][w];
+#pragma unroll
+      for (int p = 0; p < 4; ++p)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) d[p][u] += fg_attn::xor_distance_word(x[p], y[u]);
+    }
+  }
+#pragma unroll
+  for (int p = 0; p < 4; ++p)
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int a = a0 + ty + 16 * p, i = i0 + tx + 16 * u;
+      if (a < i && i < tq) dist[(bh * tq + a) * tq + i] = static_cast<std::uint16_t>(d[p][u]);
+    }
+}
+
 constexpr int kGroupThreads = 1024;
 /// The greedy merge-XOR plan of fg_attn::plan for one (batch, head) per CTA: the lowest ungrouped tile anchors a
-/// group and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(xor_distance, index). Writes the tiles in
-/// group order to groups[bh·tq …]: group g is entries [g·R, min(g·R + R, tiles)). Dynamic shared memory:
-/// xor_groups_bytes(tq, words).
-__global__ void __launch_bounds__(kGroupThreads) xor_groups_kernel(Seqs seqs, int heads, int tile_q, int tq, int words,
-                                                                   int r, const std::uint64_t* bits, std::int32_t* groups) {
-  extern __shared__ std::uint64_t key[];  // tq keys, then the anchor's words, then tq used flags
-  std::uint64_t* anchor_bits = key + tq;
-  auto* used = reinterpret_cast<std::uint8_t*>(anchor_bits + words);
+/// group and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(distance, index) (distances from
+/// distance_kernel), by argmin rounds over the block. Writes the tiles in group order to groups[bh·tq …]: group g is
+/// entries [g·R, min(g·R + R, tiles)). Dynamic shared memory: xor_groups_bytes(tq).
+__global__ void __launch_bounds__(kGroupThreads) xor_groups_kernel(Seqs seqs, int heads, int tile_q, int tq, int r,
+                                                                   const std::uint16_t* dist, std::int32_t* groups) {
+  extern __shared__ std::uint64_t key[];  // tq keys, then tq used flags
+  auto* used = reinterpret_cast<std::uint8_t*>(key + tq);
   __shared__ std::uint64_t best[kGroupThreads / 32];
   const int bh = static_cast<int>(blockIdx.x), n = plan_tiles(seqs, bh / heads, tile_q);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const std::uint64_t* head_bits = bits + static_cast<std::int64_t>(bh) * tq * words;
   std::int32_t* out = groups + static_cast<std::int64_t>(bh) * tq;
   for (int i = threadIdx.x; i < n; i += blockDim.x) used[i] = 0;
   __syncthreads();
@@ -195,21 +235,10 @@ __global__ void __launch_bounds__(kGroupThreads) xor_groups_kernel(Seqs seqs, in
   for (int anchor = 0; anchor < n; ++anchor) {
     if (used[anchor]) continue;  // every thread reads the same flags: the loop stays uniform
     const int take = n - placed - 1 < r - 1 ? n - placed - 1 : r - 1;  // ungrouped tiles after the anchor, at most R − 1
-    for (int w = threadIdx.x; w < words; w += blockDim.x) anchor_bits[w] = head_bits[static_cast<std::int64_t>(anchor) * words + w];
+    const std::uint16_t* row = dist + (static_cast<std::int64_t>(bh) * tq + anchor) * tq;
+    for (int i = anchor + 1 + threadIdx.x; i < n && take > 0; i += blockDim.x)
+      key[i] = used[i] ? ~std::uint64_t{0} : fg_attn::merge_key(row[i], i);
     if (threadIdx.x == 0) out[placed] = anchor;
-    __syncthreads();
-    if (threadIdx.x == 0) used[anchor] = 1;
-    for (int i = anchor + 1 + warp; i < n && take > 0; i += warps) {  // one warp per candidate: its distance
-      if (used[i]) {
-        if (lane == 0) key[i] = ~std::uint64_t{0};
-        continue;
-      }
-      const std::uint64_t* row = head_bits + static_cast<std::int64_t>(i) * words;
-      int d = 0;
-      for (int w = lane; w < words; w += 32) d += popcount64(anchor_bits[w] ^ row[w]);
-      d = __reduce_add_sync(0xffffffffu, d);
-      if (lane == 0) key[i] = fg_attn::merge_key(d, i);
-    }
     for (int t = 0; t < take; ++t) {  // the nearest ungrouped candidate, take times
       __syncthreads();
       std::uint64_t mine = ~std::uint64_t{0};
@@ -228,13 +257,12 @@ __global__ void __launch_bounds__(kGroupThreads) xor_groups_kernel(Seqs seqs, in
         out[placed + 1 + t] = i;
       }
     }
+    if (threadIdx.x == 0) used[anchor] = 1;
     placed += 1 + take;
     __syncthreads();
   }
 }
-inline std::size_t xor_groups_bytes(std::int64_t tq, std::int64_t words) {
-  return static_cast<std::size_t>(tq * 9 + words * 8);
-}
+inline std::size_t xor_groups_bytes(std::int64_t tq) { return static_cast<std::size_t>(tq * 9); }
 
 /// One CTA per (group g, (batch, head)): the union of the members' kept key tiles (consecutive members g·R … when
 /// `groups` is null, else groups[bh·tq + g·R …]) written into every member's row, clipped to the member's reach.
@@ -288,6 +316,7 @@ class FgAttnEstimator final : public DeviceEstimator {
         words_ = static_cast<int>(fg_attn::bitset_words(tk));
         groups_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq));
         bits_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * words_));
+        dist_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * tq));
       }
     }
     if (p.dtype == DType::bf16) set_limits<__nv_bfloat16>();
@@ -296,7 +325,7 @@ class FgAttnEstimator final : public DeviceEstimator {
 
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
-    return q_mean_.bytes() + k_mean_.bytes() + logits_.bytes() + groups_.bytes() + bits_.bytes();
+    return q_mean_.bytes() + k_mean_.bytes() + logits_.bytes() + groups_.bytes() + bits_.bytes() + dist_.bytes();
   }
 
   void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
@@ -318,7 +347,7 @@ class FgAttnEstimator final : public DeviceEstimator {
           "shared memory");
     if (words_ > 0)
       check(cudaFuncSetAttribute(xor_groups_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(xor_groups_bytes(shape_.num_q_tiles(), words_))),
+                                 static_cast<int>(xor_groups_bytes(shape_.num_q_tiles()))),
             "shared memory");
   }
 
@@ -367,8 +396,10 @@ class FgAttnEstimator final : public DeviceEstimator {
       if (words_ > 0) {
         bits_kernel<<<dim3(tq, bq * hq), 128, static_cast<std::size_t>(words_) * 8, stream>>>(
             mask.row_begin(), mask.row_end(), mask.tiles(), tq, words_, bits_.ptr);
-        xor_groups_kernel<<<bq * hq, kGroupThreads, xor_groups_bytes(tq, words_), stream>>>(
-            seqs_, hq, c_.tile_q, tq, words_, group_rows_, bits_.ptr, groups_.ptr);
+        const unsigned pair_tiles = static_cast<unsigned>((tq + kPairTile - 1) / kPairTile);
+        distance_kernel<<<dim3(pair_tiles, pair_tiles, bq * hq), 256, 0, stream>>>(tq, words_, bits_.ptr, dist_.ptr);
+        xor_groups_kernel<<<bq * hq, kGroupThreads, xor_groups_bytes(tq), stream>>>(seqs_, hq, c_.tile_q, tq,
+                                                                                     group_rows_, dist_.ptr, groups_.ptr);
       }
       union_rows_kernel<<<dim3((tq + group_rows_ - 1) / group_rows_, bq * hq), 256, static_cast<std::size_t>(tk), stream>>>(
           seqs_, hq, c_.tile_q, c_.tile_k, tq, tk, group_rows_, words_ > 0 ? groups_.ptr : nullptr, mask.row_begin(),
@@ -388,6 +419,7 @@ class FgAttnEstimator final : public DeviceEstimator {
   DeviceArray<float> q_mean_, k_mean_, logits_;
   DeviceArray<std::int32_t> groups_;
   DeviceArray<std::uint64_t> bits_;
+  DeviceArray<std::uint16_t> dist_;
 };
 
 }  // namespace
@@ -396,8 +428,10 @@ std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c,
   std::vector<std::string> why;
   const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
   if (c.semantics == fg_attn::Semantics::union_keys && c.merge == fg_attn::Merge::xor_greedy &&
-      xor_groups_bytes(shape.num_q_tiles(), fg_attn::bitset_words(shape.num_k_tiles())) > detail::kMaxSharedBytes)
+      xor_groups_bytes(shape.num_q_tiles()) > detail::kMaxSharedBytes)
     why.push_back("the CUDA FG-Attn estimator's merge-XOR plan holds at most ~25000 query tiles per head in shared memory");
+  if (c.semantics == fg_attn::Semantics::union_keys && p.batch * p.heads_q > 65535)
+    why.push_back("the CUDA FG-Attn estimator's merge-XOR distances take at most 65535 (batch, head) pairs");
   if (p.head_dim % 8 != 0) why.push_back("the CUDA FG-Attn estimator needs head_dim a multiple of 8");
   if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
   const int keys = detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));

@@ -88,6 +88,34 @@ SPATTN_INLINE int top_cdf_count(const float* sorted, int n_valid, float tau, int
   return clamp_keep(n_valid, n_valid, min_keep);  // no prefix reached the limit: every entry
 }
 
+/// top_cdf_count in two steps for a caller that may overwrite the sorted weights (a GPU's select kernel: one pass of
+/// sequential adds instead of two, then a binary search), with the same result bit for bit:
+/// top_cdf_prefix turns sorted[t] into c_{t+1} — top_cdf_count's sums, the same adds in the same order — and
+/// top_cdf_cut finds the cut on them (c is non-decreasing: entries >= 0).
+SPATTN_INLINE void top_cdf_prefix(float* sorted, int n_valid) {
+  constexpr int kBatch = 8;  // as in top_cdf_count: loads ahead of the sequential sums
+  float c = 0.0f;
+  for (int t0 = 0; t0 < n_valid; t0 += kBatch) {
+    float v[kBatch];
+    for (int u = 0; u < kBatch; ++u) v[u] = t0 + u < n_valid ? sorted[t0 + u] : 0.0f;
+    for (int u = 0; u < kBatch && t0 + u < n_valid; ++u) sorted[t0 + u] = c += v[u];
+  }
+}
+SPATTN_INLINE int top_cdf_cut(const float* prefix, int n_valid, float tau, int min_keep, bool include_crossing) {
+  if (n_valid <= 0) return 0;
+  if (tau >= 1.0f) return n_valid;
+  const float limit = tau * prefix[n_valid - 1];
+  // The first prefix past the limit (at or past it with the crossing included): top_cdf_count's return point.
+  int lo = 0, hi = n_valid;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (include_crossing ? prefix[mid] >= limit : !(prefix[mid] <= limit)) hi = mid;
+    else lo = mid + 1;
+  }
+  if (lo == n_valid) return clamp_keep(n_valid, n_valid, min_keep);
+  return clamp_keep(include_crossing ? lo + 1 : lo, n_valid, min_keep);
+}
+
 /// Selects entries of p[0..n); writes keep[i] = 1 for kept entries, 0 otherwise, and returns their count.
 /// `order` is scratch of size n (the sorted valid indices are left in it, kept ones first).
 /// Throws spattn::Error on a NaN among the valid entries or negative n/min_keep.

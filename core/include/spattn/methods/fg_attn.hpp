@@ -77,10 +77,12 @@ SPATTN_INLINE bool keep_all_tiles(bool logits_finite, float top_p) { return !log
 
 /// Words of a query tile's key-tile bitset (bit k of word k / 64: the tile keeps key tile k).
 SPATTN_INLINE std::int64_t bitset_words(std::int64_t num_k_tiles) { return (num_k_tiles + 63) / 64; }
-/// The greedy merge-XOR distance of two query tiles: popcount(row_a XOR row_b) over their bitsets.
+/// The greedy merge-XOR distance of two query tiles: popcount(row_a XOR row_b) over their bitsets, a sum of
+/// xor_distance_word over the words (integers: any order of the sum gives the same distance).
+SPATTN_INLINE int xor_distance_word(std::uint64_t a, std::uint64_t b) { return popcount64(a ^ b); }
 SPATTN_INLINE std::int64_t xor_distance(const std::uint64_t* a, const std::uint64_t* b, std::int64_t words) {
   std::int64_t d = 0;
-  for (std::int64_t w = 0; w < words; ++w) d += popcount64(a[w] ^ b[w]);
+  for (std::int64_t w = 0; w < words; ++w) d += xor_distance_word(a[w], b[w]);
   return d;
 }
 /// The order in which an anchor takes its ungrouped candidates: smaller XOR distance first, ties by lower query
