@@ -616,6 +616,28 @@ TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals
   }
 }
 
+/// plan.run(q, k, v, o) captured in a CUDA graph on a new stream (global capture mode: any allocation, copy or
+/// synchronisation inside would fail the capture), instantiated; destroyed with the object.
+struct CapturedRun {
+  cudaStream_t stream = nullptr;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CapturedRun(cuda::Plan& plan, const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o) {
+    cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    plan.run(q, k, v, o, stream);
+    cuda_check(cudaStreamEndCapture(stream, &graph));
+    cuda_check(cudaGraphInstantiate(&exec, graph, 0));
+  }
+  ~CapturedRun() {
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+  CapturedRun(const CapturedRun&) = delete;
+  CapturedRun& operator=(const CapturedRun&) = delete;
+};
+
 /// The whole estimate → attend sequence of a Plan captured in a CUDA graph (global capture mode: any allocation,
 /// copy or synchronisation inside would fail the capture) and replayed on fresh inputs written into the same
 /// buffers: each replay's mask and output are the reference's for those inputs.
@@ -641,14 +663,8 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
   TensorView o = got.view();
   o.data = dout.ptr;
   o.memory = Memory::cuda;
-  cudaStream_t stream;
-  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  plan.run(q, k, v, o, stream);
-  cuda_check(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  cuda_check(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedRun captured(plan, q, k, v, o);
+  const cudaStream_t stream = captured.stream;
   for (int replay = 0; replay < 3; ++replay) {
     CAPTURE(replay);
     if (replay > 0) {  // fresh inputs into the captured buffers
@@ -657,7 +673,7 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
       on_device(w.q, dq), on_device(w.k, dk), on_device(w.v, dv);
     }
     cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
-    cuda_check(cudaGraphLaunch(exec, stream));
+    cuda_check(cudaGraphLaunch(captured.exec, stream));
     cuda_check(cudaStreamSynchronize(stream));
     const TileMask mask = plan.selection(stream);  // AnchorAttention: its anchor region and the stripes (resumed)
     const Estimate ref = estimate(cfg, w.problem, w.q.view(), w.k.view());
@@ -682,9 +698,6 @@ void check_graph_replays(const MethodConfig& cfg, WorkloadKind kind, bool exact)
     CHECK(mismatches(got, want, DType::bf16, worst) == 0);
     CHECK(plan.stats(stream).visited_tiles == ra.visited_tiles);  // per query head (BFLA: a mask per KV head)
   }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
 }
 
 TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on new inputs") {
@@ -768,16 +781,10 @@ void check_caller_workspace(const MethodConfig& cfg, WorkloadKind kind, std::int
                            << " for the plan on the workspace");
   CHECK(grew < (std::size_t{2} << 20));  // no allocation beyond the driver's page noise
   CHECK(plan.workspace_bytes() == own_bytes);
-  cudaStream_t stream;
-  cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cuda_check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  plan.run(q, k, v, o, stream);
-  cuda_check(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  cuda_check(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedRun captured(plan, q, k, v, o);
+  const cudaStream_t stream = captured.stream;
   cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
-  cuda_check(cudaGraphLaunch(exec, stream));
+  cuda_check(cudaGraphLaunch(captured.exec, stream));
   cuda_check(cudaStreamSynchronize(stream));
   cuda_check(cudaMemcpy(got.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
   const TileMask mask = plan.selection(stream);
@@ -787,9 +794,6 @@ void check_caller_workspace(const MethodConfig& cfg, WorkloadKind kind, std::int
   std::vector<std::uint8_t> guard(kGuard);
   cuda_check(cudaMemcpy(guard.data(), static_cast<char*>(buffer.ptr) + need, kGuard, cudaMemcpyDeviceToHost));
   CHECK(std::count(guard.begin(), guard.end(), std::uint8_t{0xa5}) == static_cast<std::ptrdiff_t>(kGuard));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
   // Refusals, before any kernel runs.
   const auto refusal = [&](cuda::Workspace ws) {
     try {
