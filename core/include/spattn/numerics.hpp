@@ -29,10 +29,10 @@ SPATTN_INLINE float bits_to_float(std::uint32_t u) {
 
 /// Set bits of a 64-bit word (a bitset row's popcount, FG-Attn's XOR distance).
 SPATTN_INLINE int popcount64(std::uint64_t x) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __popcll(x);
 #else
-  return __builtin_popcountll(x);
+  return __builtin_popcountll(x);  // GCC and Clang, host and HIP device code
 #endif
 }
 
