@@ -63,12 +63,12 @@ inline void* device_allocate(std::size_t bytes, bool& owned) {
 inline void device_free(void* p, bool owned) {
   if (owned) cudaFree(p);
 }
+/// True while Plan::required_bytes measures: allocations are counted only, nothing may touch the device.
+inline bool measuring() { return current_arena != nullptr && current_arena->measuring(); }
 /// A synchronous host → device copy into memory from device_allocate (none while measuring).
 inline void upload(void* dst, const void* src, std::size_t bytes) {
-  if (current_arena != nullptr && current_arena->measuring()) return;
-  if (bytes > 0) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (!measuring() && bytes > 0) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
-inline bool measuring() { return current_arena != nullptr && current_arena->measuring(); }
 
 /// Device memory for n elements of T (at least one allocated, by device_allocate), or a copy of a host vector (null
 /// when empty); freed with the owner.

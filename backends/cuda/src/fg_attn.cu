@@ -430,8 +430,6 @@ std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c,
   if (c.semantics == fg_attn::Semantics::union_keys && c.merge == fg_attn::Merge::xor_greedy &&
       xor_groups_bytes(shape.num_q_tiles()) > detail::kMaxSharedBytes)
     why.push_back("the CUDA FG-Attn estimator's merge-XOR plan holds at most ~25000 query tiles per head in shared memory");
-  if (c.semantics == fg_attn::Semantics::union_keys && p.batch * p.heads_q > 65535)
-    why.push_back("the CUDA FG-Attn estimator's merge-XOR distances take at most 65535 (batch, head) pairs");
   if (p.head_dim % 8 != 0) why.push_back("the CUDA FG-Attn estimator needs head_dim a multiple of 8");
   if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
   const int keys = detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));

@@ -57,6 +57,12 @@ SPATTN_INLINE int clamp_keep(int keep, int n_valid, int min_keep) {
   const int floor = min_keep < n_valid ? min_keep : n_valid;
   return keep < floor ? floor : keep;
 }
+/// Step 5 on one prefix sum c: whether it is past the limit τ·Z (at or past it with the crossing included), and the
+/// count kept when prefix t (0-based) is the first one past it.
+SPATTN_INLINE bool past_limit(float c, float limit, bool include_crossing) {
+  return include_crossing ? c >= limit : !(c <= limit);
+}
+SPATTN_INLINE int kept_count(int t, bool include_crossing) { return include_crossing ? t + 1 : t; }
 /// Steps 2, 4-6 on values already in selection order (descending, ties by index), n_valid of them: the
 /// number of entries kept. Host and device: a GPU that sorts its own way calls this for the cut.
 SPATTN_INLINE int top_cdf_count(const float* sorted, int n_valid, float tau, int min_keep,
@@ -82,7 +88,7 @@ SPATTN_INLINE int top_cdf_count(const float* sorted, int n_valid, float tau, int
       c += v[u];
       // Crossing included: the first prefix at or past the limit is kept; excluded: the prefix before the first
       // one past it (c is non-decreasing, entries are >= 0: no later prefix qualifies).
-      if (include_crossing ? c >= limit : !(c <= limit)) return clamp_keep(include_crossing ? t0 + u + 1 : t0 + u, n_valid, min_keep);
+      if (past_limit(c, limit, include_crossing)) return clamp_keep(kept_count(t0 + u, include_crossing), n_valid, min_keep);
     }
   }
   return clamp_keep(n_valid, n_valid, min_keep);  // no prefix reached the limit: every entry
@@ -105,15 +111,13 @@ SPATTN_INLINE int top_cdf_cut(const float* prefix, int n_valid, float tau, int m
   if (n_valid <= 0) return 0;
   if (tau >= 1.0f) return n_valid;
   const float limit = tau * prefix[n_valid - 1];
-  // The first prefix past the limit (at or past it with the crossing included): top_cdf_count's return point.
-  int lo = 0, hi = n_valid;
+  int lo = 0, hi = n_valid;  // the first prefix past the limit: top_cdf_count's return point
   while (lo < hi) {
     const int mid = lo + (hi - lo) / 2;
-    if (include_crossing ? prefix[mid] >= limit : !(prefix[mid] <= limit)) hi = mid;
+    if (past_limit(prefix[mid], limit, include_crossing)) hi = mid;
     else lo = mid + 1;
   }
-  if (lo == n_valid) return clamp_keep(n_valid, n_valid, min_keep);
-  return clamp_keep(include_crossing ? lo + 1 : lo, n_valid, min_keep);
+  return clamp_keep(lo == n_valid ? n_valid : kept_count(lo, include_crossing), n_valid, min_keep);
 }
 
 /// Selects entries of p[0..n); writes keep[i] = 1 for kept entries, 0 otherwise, and returns their count.
