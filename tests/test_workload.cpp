@@ -71,17 +71,22 @@ TEST_CASE("chunked prefill: the queries are the last rows of the full workload")
 
 TEST_CASE("llm workload has sinks and a local band; random has neither") {
   const std::int64_t n = 512;
+  // Shares averaged over four workloads (seeds test_seed() … + 3): one workload's per-head draws (heavy keys,
+  // needles, slash period) move its local share enough that a single draw fails the bounds for ~1 % of seeds.
   auto measure = [&](WorkloadKind kind) {
-    WorkloadSpec s = spec(kind, n);
-    s.dtype = DType::f32;
-    Workload w = make_workload(s);
-    w.problem.causal = true;  // compare kinds under the same (causal) rule
     double sink = 0, local = 0, rows = 0;
-    for (std::int64_t i = 256; i < n; i += 8) {
-      const auto p = probs(w, 0, i);
-      for (int j = 0; j < 4; ++j) sink += p[static_cast<std::size_t>(j)];
-      for (std::int64_t j = i - 15; j <= i; ++j) local += p[static_cast<std::size_t>(j)];
-      rows += 1;
+    for (std::uint64_t draw = 0; draw < 4; ++draw) {
+      WorkloadSpec s = spec(kind, n);
+      s.dtype = DType::f32;
+      s.seed += draw;
+      Workload w = make_workload(s);
+      w.problem.causal = true;  // compare kinds under the same (causal) rule
+      for (std::int64_t i = 256; i < n; i += 8) {
+        const auto p = probs(w, 0, i);
+        for (int j = 0; j < 4; ++j) sink += p[static_cast<std::size_t>(j)];
+        for (std::int64_t j = i - 15; j <= i; ++j) local += p[static_cast<std::size_t>(j)];
+        rows += 1;
+      }
     }
     return std::pair{sink / rows, local / rows};
   };
