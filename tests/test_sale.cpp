@@ -227,6 +227,86 @@ TEST_CASE("bias_units: the fp32 fast path rounds every quotient exactly as the d
   MESSAGE(checked << " quotients, " << ties << " within 1e-6 of a tie: " << wrong << " differ from the double division");
 }
 
+TEST_CASE("approx_decision: every sure answer is GroupMax's decision, and most answers are sure") {
+  // One GPU thread's share of a candidate block: rows r0, r1 of one Q scale group × 8 keys of one K scale group.
+  const std::uint64_t seed = test_seed();
+  MESSAGE("seed " << seed);
+  std::mt19937_64 rng(seed ^ 0x5a1e);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  const auto log_uniform = [&](double lo, double hi) { return static_cast<float>(std::exp2(lo + (hi - lo) * u01(rng))); };
+  std::int64_t sure = 0, wrong = 0, near = 0, near_sure = 0, far = 0, far_sure = 0, total = 0;
+  for (int trial = 0; trial < 400000; ++trial) {
+    const int range = trial % 2 == 0 ? 7 : 127, d = trial % 3 == 0 ? 64 : 128;
+    const float sq = trial % 97 == 0 ? 0.0f : log_uniform(-12.0, 2.0), sk = trial % 89 == 0 ? 0.0f : log_uniform(-12.0, 2.0);
+    const float unit = sq * sk;
+    const int acc_max = range * range * d;
+    const double spread = u01(rng);  // narrow and wide accumulators
+    const float qmk_mag = log_uniform(-10.0, 8.0);
+    std::int32_t acc[2][8];
+    float qmk[8];
+    for (int j = 0; j < 8; ++j) {
+      qmk[j] = static_cast<float>((2.0 * u01(rng) - 1.0) * qmk_mag);
+      for (auto& a : acc) a[j] = static_cast<std::int32_t>(std::lround((2.0 * u01(rng) - 1.0) * spread * acc_max));
+    }
+    if (trial % 101 == 0) qmk[3] = static_cast<float>(std::ldexp(1.0, 31)) * unit;  // the bias clamp's territory
+    std::int32_t max_acc = 0;
+    float qmk_bound = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      qmk_bound += std::fabs(qmk[j]);
+      for (const auto& a : acc) max_acc = std::max(max_acc, std::abs(a[j]));
+    }
+    const float radius = sale::approx_radius(unit, max_acc, qmk_bound);
+    for (const auto& a : acc) {
+      sale::GroupMax g;
+      float best = -INFINITY;
+      for (int j = 0; j < 8; ++j) {
+        g.add(a[j], qmk[j], sq, sk);
+        best = std::max(best, sale::approx_estimate(unit, a[j], qmk[j]));
+      }
+      const float est = g.estimate();
+      // Thresholds: exactly at the estimate, a few ulps around it, within ±u of it, and far from it.
+      float thr = est;
+      const int kind = static_cast<int>(u01(rng) * 4);
+      if (kind == 1) {
+        const int steps = static_cast<int>(u01(rng) * 9) - 4;
+        for (int s = 0; s < std::abs(steps); ++s) thr = std::nextafter(thr, steps < 0 ? -INFINITY : INFINITY);
+      } else if (kind == 2) {
+        thr = est + static_cast<float>((2.0 * u01(rng) - 1.0) * (unit > 0.0f ? unit : 1e-6f));
+      } else if (kind == 3) {
+        thr = est + static_cast<float>((2.0 * u01(rng) - 1.0) * 64.0 * (unit > 0.0f ? unit : 1e-6f));
+      }
+      const bool want = sale::selected(est - thr);
+      const int got = sale::approx_decision(best, radius, unit, qmk_bound, thr);
+      ++total;
+      near += kind == 2 ? 1 : 0;
+      far += kind == 3 ? 1 : 0;
+      if (got == 0) continue;
+      ++sure;
+      near_sure += kind == 2 ? 1 : 0;
+      far_sure += kind == 3 ? 1 : 0;
+      if ((got > 0) != want) {
+        ++wrong;
+        if (wrong <= 5)
+          MESSAGE("differs: sq " << sq << " sk " << sk << " est " << est << " thr " << thr << " best " << best << " radius " << radius);
+      }
+    }
+  }
+  // Non-finite values and a clamped bias are left to the exact rules.
+  CHECK(sale::approx_decision(NAN, 1.0f, 1.0f, 1.0f, 0.0f) == 0);
+  CHECK(sale::approx_decision(INFINITY, 1.0f, 1.0f, 1.0f, 0.0f) == 0);
+  CHECK(sale::approx_decision(1.0f, 1.0f, 1.0f, INFINITY, 0.0f) == 0);
+  CHECK(sale::approx_decision(10.0f, 1.0f, 1e-9f, 1.0f, 0.0f) == 0);  // |qmk| > 2^29·u: the bias may clamp
+  CHECK(sale::approx_decision(10.0f, 1.0f, 1.0f, 1.0f, NAN) == 0);
+  CHECK(sale::approx_decision(10.0f, 1.0f, 1.0f, 1.0f, -INFINITY) == 1);
+  CHECK(sale::approx_decision(10.0f, 1.0f, 1.0f, 1.0f, INFINITY) == -1);
+  CHECK(wrong == 0);
+  CHECK(far_sure * 10 >= far * 9);  // thresholds up to ±64·u from the estimate are decided
+  CHECK(near_sure < near);          // some within ±u of it are not
+  CHECK(near_sure > 0);             // and some are
+  MESSAGE(total << " rows: " << sure << " decided without the division, " << wrong << " of them wrong; thresholds within ±u "
+                << "of the estimate: " << near_sure << " of " << near << " decided; within ±64·u: " << far_sure << " of " << far);
+}
+
 TEST_CASE("bad SALE parameters are rejected") {
   const Workload w = llm(200);
   auto bad = [&](auto mutate, const char* field) {

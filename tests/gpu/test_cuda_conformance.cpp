@@ -431,7 +431,8 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
 ///      such scores; l sums 2^(x − m): relative error ≤ 2·ln2·|Δx| + 3e-5 (ex2.approx and fp32 sums). A missing or extra
 ///      key moves l by ≳ 1 / (number of sink-local keys) ≥ 1/300.
 ///  (c) every candidate's margin and the mask are BIT-IDENTICAL to reference::sale_select over the DEVICE's states:
-///      the integer products, the biases, GroupMax, the dequantization and the thresholds are the core's rules.
+///      the integer products, the biases, GroupMax, the dequantization and the thresholds are the core's rules;
+///  (d) the estimator without kept margins (the pipeline's: sale::approx_decision first) gives the same mask.
 /// The workspaces and the mask are poisoned before the run.
 TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within their bound, margins and mask exact") {
   CudaMemory memory;
@@ -531,6 +532,14 @@ TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within th
     CHECK(bad_margins == 0);
     CHECK(got.row_ptr == want.mask.row_ptr);
     CHECK(got.tiles == want.mask.tiles);
+    // (d) without kept margins the kernel decides most blocks by sale::approx_decision (no bias division): the same
+    //     mask, bit for bit (the statistics are the same deterministic pass).
+    const auto fast = cuda::make_sale_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr, /*keep_margins*/ false);
+    cuda::DeviceTileMask fast_mask(fast->shape());
+    fast->poison_workspace();
+    const TileMask got_fast = run_poisoned(*fast, q, k, fast_mask);
+    CHECK(got_fast.row_ptr == want.mask.row_ptr);
+    CHECK(got_fast.tiles == want.mask.tiles);
     // How far the pure reference is (its own exact statistics): reported; the table test bounds it.
     const std::vector<std::uint8_t> a = got.to_bitmap(), bref = ref.mask.to_bitmap();
     std::int64_t differing = 0;

@@ -265,7 +265,7 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
 
 /// Step 5: query block (longest rows first) of batch b, query heads [h0, h0 + HPC) of one KV head. Warp w takes rows
 /// 16·(w % 4) … + 15 of head w / 4; its Q codes stay in registers as A fragments for the whole CTA.
-template <int D, int HPC>
+template <int D, int HPC, bool kMargins>
 __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Workspace w, MaskOut out) {
   constexpr int kLd = code_ld<D>(), kThreads = 128 * HPC;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -366,6 +366,12 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   const int r0 = mrow + gq, r1 = r0 + 8;  // one Q scale group: the same stored scale
   const float sq = s_sq[head][r0], thr0 = s_thr[head][r0], thr1 = s_thr[head][r1];
   const std::int64_t vis0 = s_vis[head][r0], vis1 = s_vis[head][r1];
+  // The fast path takes blocks whose every key every valid row of the warp sees: below the smallest such key end.
+  std::int64_t vis_min = INT64_MAX;
+  if (r0 < rows) vis_min = min(vis0, nkv);
+  if (r1 < rows) vis_min = min(vis_min, min(vis1, nkv));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) vis_min = min(vis_min, static_cast<std::int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(vis_min), o)));
 
   for (std::int64_t s = 0; s < max_segs; ++s) {
     const int buf = static_cast<int>(s & 1);
@@ -393,27 +399,54 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
             mma_s8(acc[2 * np], af[ks], bf[0], bf[1]);
             mma_s8(acc[2 * np + 1], af[ks], bf[2], bf[3]);
           }
-        // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order.
         const std::int64_t jb = block0 + c;
-        sale::GroupMax g0, g1;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = nt * 8 + 2 * t4 + e;
-            const std::int64_t j = sale::group_key(jb, nt, t4, e);
-            const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
-            if (!v0 && !v1) continue;
-            const float qm = qmb[c * kBK + key], skv = ksb[c * kBK + key];
-            const std::int64_t bias = sq * skv > 0.0f ? sale::bias_units(qm, sq * skv) : 0;
-            if (v0) g0.add_biased(acc[nt][e], bias, qm, sq, skv);
-            if (v1) g1.add_biased(acc[nt][2 + e], bias, qm, sq, skv);
-          }
+        // The warp's margin of block jb: exact (GroupMax) when the margins are kept or the exact rules must decide;
+        // otherwise +1 / −1, a value of the same sign (sale::approx_decision: no bias division).
         float m = -INFINITY;
-        if (r0 < rows) m = max_of(m, g0.estimate() - thr0);
-        if (r1 < rows) m = max_of(m, g1.estimate() - thr1);
+        bool exact = kMargins || (jb + 1) * kBK > vis_min;  // some valid row of the warp does not see every key of jb
+        if (!exact) {
+          // The thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit for both rows.
+          const float u = sq * ksb[c * kBK + 2 * t4];
+          float best0 = -INFINITY, best1 = -INFINITY, qmk_bound = 0.0f;
+          std::int32_t max_acc = 0;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float qm = qmb[c * kBK + nt * 8 + 2 * t4 + e];
+              qmk_bound += fabsf(qm);
+              best0 = fmaxf(best0, sale::approx_estimate(u, acc[nt][e], qm));
+              best1 = fmaxf(best1, sale::approx_estimate(u, acc[nt][2 + e], qm));
+              max_acc = max(max_acc, max(abs(acc[nt][e]), abs(acc[nt][2 + e])));
+            }
+          const float radius = sale::approx_radius(u, max_acc, qmk_bound);
+          const int d0 = r0 < rows ? sale::approx_decision(best0, radius, u, qmk_bound, thr0) : -1;
+          const int d1 = r1 < rows ? sale::approx_decision(best1, radius, u, qmk_bound, thr1) : -1;
+          if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) m = 1.0f;
+          else if (!__any_sync(0xffffffffu, d0 == 0 || d1 == 0)) m = -1.0f;
+          else exact = true;
+        }
+        if (exact) {
+          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order.
+          sale::GroupMax g0, g1;
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = nt * 8 + 2 * t4 + e;
+              const std::int64_t j = sale::group_key(jb, nt, t4, e);
+              const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
+              if (!v0 && !v1) continue;
+              const float qm = qmb[c * kBK + key], skv = ksb[c * kBK + key];
+              const std::int64_t bias = sq * skv > 0.0f ? sale::bias_units(qm, sq * skv) : 0;
+              if (v0) g0.add_biased(acc[nt][e], bias, qm, sq, skv);
+              if (v1) g1.add_biased(acc[nt][2 + e], bias, qm, sq, skv);
+            }
+          if (r0 < rows) m = max_of(m, g0.estimate() - thr0);
+          if (r1 < rows) m = max_of(m, g1.estimate() - thr1);
+#pragma unroll
+          for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
+        }
         if (lane == 0) s_marg[warp][c] = m;
       }
     }
@@ -553,16 +586,21 @@ class SaleEstimatorImpl final : public SaleEstimator {
 
   template <class F>
   void with_candidate_kernel(F f) const {
-    const auto pick = [&](auto d) {
+    const auto pick = [&](auto d, auto margins) {
       constexpr int D = decltype(d)::value;
+      constexpr bool M = decltype(margins)::value;  // the exact margins of every candidate (tests), or decisions only
       switch (hpc_) {
-        case 4: return f(candidate_kernel<D, 4>, candidate_bytes<D, 4>(), 4);
-        case 2: return f(candidate_kernel<D, 2>, candidate_bytes<D, 2>(), 2);
-        default: return f(candidate_kernel<D, 1>, candidate_bytes<D, 1>(), 1);
+        case 4: return f(candidate_kernel<D, 4, M>, candidate_bytes<D, 4>(), 4);
+        case 2: return f(candidate_kernel<D, 2, M>, candidate_bytes<D, 2>(), 2);
+        default: return f(candidate_kernel<D, 1, M>, candidate_bytes<D, 1>(), 1);
       }
     };
-    if (p_.head_dim == 64) pick(std::integral_constant<int, 64>{});
-    else pick(std::integral_constant<int, 128>{});
+    const auto by_dim = [&](auto margins) {
+      if (p_.head_dim == 64) pick(std::integral_constant<int, 64>{}, margins);
+      else pick(std::integral_constant<int, 128>{}, margins);
+    };
+    if (margins_.ptr != nullptr) by_dim(std::true_type{});
+    else by_dim(std::false_type{});
   }
 
   template <class T>

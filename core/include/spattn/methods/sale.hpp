@@ -166,6 +166,41 @@ struct GroupMax {
 /// A candidate block is selected when its margin max(est − T) over its valid (row, key) pairs is ≥ 0
 /// (the paper's select-on-tie).
 SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
+
+// ---- the decision without the bias division (a fast path for the mask; the margins need GroupMax) ----
+//
+// For pairs that share one unit u = q_scale·k_scale (one Q scale group × one K scale group, u computed as GroupMax
+// does), the estimate est = GroupMax's dequantize(u, acc + bias_units(qmk, u)) — or qmk itself when u = 0 — is within
+// approx_radius of approx = fma(u, acc, qmk):
+//   with b = RNE(qmk/u) unclamped, |u·b − qmk| ≤ u/2; RN(acc + b) and the product by u err by 2⁻²⁴ each relative to
+//   |u·(acc + b)| ≤ M + u/2 with M = |u·acc| + |qmk|, and the fma by 2⁻²⁴·M; so |est − approx| ≤ (u/2)(1 + 2⁻²²) +
+//   2⁻²²·M + 2⁻¹⁴⁹. The radius takes 2⁻²⁰ for 2⁻²² (its own float rounding included) and 2⁻¹²⁶ for the subnormal
+//   term. u = 0: est = qmk = approx exactly.
+// The bias is clamped at ±2³⁰ only when |qmk| > 2³⁰·u; approx_decision leaves those (|qmk| > 2²⁹·u) to the exact rules.
+// A row group is surely selected when RN(best − r) > T (then best − r > T: RN is monotone and T a float) and surely not
+// when RN(best + r) < T, best = the largest approx over its valid pairs; otherwise, or for anything not finite, the
+// exact rules decide. tests/test_sale.cpp checks every sure answer against GroupMax and `selected` on random and
+// near-tie pairs.
+
+/// The pair's estimate up to approx_radius: fma(u, acc, qmk) (|acc| < 2²⁴, so float(acc) is exact).
+SPATTN_INLINE float approx_estimate(float unit, std::int32_t acc, float qmk) {
+  return fma_f32(unit, static_cast<float>(acc), qmk);
+}
+/// Radius of approx_estimate for pairs of unit u with |acc| ≤ max_abs_acc and |qmk| ≤ qmk_bound. qmk_bound may be any
+/// upper bound (a sum of |qmk|) but must be infinite or NaN when some qmk is.
+SPATTN_INLINE float approx_radius(float unit, std::int32_t max_abs_acc, float qmk_bound) {
+  constexpr float kRel = 9.5367431640625e-07f;  // 2^-20
+  return 0.5f * unit * (1.0f + kRel) + kRel * (unit * static_cast<float>(max_abs_acc) + qmk_bound) + 1.17549435e-38f;
+}
+/// +1: the row group surely has an estimate ≥ thr (selected); −1: surely none (not selected by this group); 0: the exact
+/// rules must decide. best: the largest approx_estimate over the group's valid pairs; radius and qmk_bound as above.
+SPATTN_INLINE int approx_decision(float best, float radius, float unit, float qmk_bound, float thr) {
+  if (!(unit == 0.0f || qmk_bound <= unit * 536870912.0f)) return 0;  // a bias may be clamped (or u, qmk not finite)
+  if (!(best - best == 0.0f) || !(radius <= 3.40282347e38f)) return 0;  // best ±∞ or NaN, radius overflowed
+  if (best - radius > thr) return 1;
+  if (best + radius < thr) return -1;
+  return 0;
+}
 /// Two int4 codes per byte: channel 2c in the low nibble, 2c+1 in the high nibble (two's complement).
 std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes);
 std::vector<std::int8_t> unpack_int4(const std::vector<std::uint8_t>& bytes);
