@@ -188,7 +188,7 @@ TEST_CASE("int8 estimates are closer to the exact scores than int4") {
   CHECK(err[1] < err[0]);
 }
 
-TEST_CASE("bias_units: the fp32 fast path rounds every quotient exactly as the double division does") {
+TEST_CASE("bias_units: the fp32 fast paths (quotient, reciprocal) round every quotient exactly as the double division does") {
   const auto oracle = [](float qmk, float unit) {  // the definition: the double quotient, RNE, clamped to ±2^30
     double b = std::nearbyint(static_cast<double>(qmk) / unit);
     b = std::clamp(b, -1073741824.0, 1073741824.0);
@@ -200,9 +200,22 @@ TEST_CASE("bias_units: the fp32 fast path rounds every quotient exactly as the d
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   const auto log_uniform = [&](double lo, double hi) { return static_cast<float>(std::exp2(lo + (hi - lo) * u01(rng))); };
   std::int64_t checked = 0, wrong = 0, ties = 0;
+  std::int64_t wrong_rcp = 0, certified = 0, small = 0, small_certified = 0;
   const auto check = [&](float qmk, float unit) {
     ++checked;
-    wrong += sale::bias_units(qmk, unit) == oracle(qmk, unit) ? 0 : 1;
+    const std::int64_t want = oracle(qmk, unit);
+    wrong += sale::bias_units(qmk, unit) == want ? 0 : 1;
+    std::int32_t b = 0;
+    // Below 2^21 and farther than 1e-5·|Q| from a tie, the product must answer.
+    const double q = double(qmk) / unit;
+    const bool is_small = std::fabs(q) < 2097152.0 && std::fabs(std::fabs(q - std::nearbyint(q)) - 0.5) > 1e-5 * std::fabs(q);
+    small += is_small ? 1 : 0;
+    if (sale::bias_units_certified(qmk, 1.0f / unit, b)) {  // the reciprocal's path, where it answers
+      ++certified;
+      small_certified += is_small ? 1 : 0;
+      wrong_rcp += b == want ? 0 : 1;
+    }
+    wrong_rcp += sale::bias_units(qmk, unit, 1.0f / unit) == want ? 0 : 1;
   };
   for (int i = 0; i < 1000000; ++i) {  // random magnitudes: quotients from 2^-30 to 2^35
     const float qmk = (u01(rng) < 0.5 ? -1.0f : 1.0f) * log_uniform(-12.0, 12.0);
@@ -224,7 +237,12 @@ TEST_CASE("bias_units: the fp32 fast path rounds every quotient exactly as the d
   check(0.0f, 1.0f);
   CHECK(ties > 100000);  // the constructed cases do reach the slow path's territory
   CHECK(wrong == 0);
-  MESSAGE(checked << " quotients, " << ties << " within 1e-6 of a tie: " << wrong << " differ from the double division");
+  CHECK(wrong_rcp == 0);
+  CHECK(small > 500000);
+  CHECK(small_certified == small);
+  CHECK(certified < checked - ties / 2);     // and leaves the near-ties to the division
+  MESSAGE(checked << " quotients, " << ties << " within 1e-6 of a tie: " << wrong << " (fp32 quotient) and " << wrong_rcp
+                  << " (reciprocal; " << certified << " certified without a division) differ from the double division");
 }
 
 TEST_CASE("approx_decision: every sure answer is GroupMax's decision, and most answers are sure") {

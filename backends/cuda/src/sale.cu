@@ -365,6 +365,13 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   }
   const int r0 = mrow + gq, r1 = r0 + 8;  // one Q scale group: the same stored scale
   const float sq = s_sq[head][r0], thr0 = s_thr[head][r0], thr1 = s_thr[head][r1];
+  // |acc| of rows r0, r1 against any key ≤ R·Σ|q code| (|k code| ≤ R): the fast path's bound, once per CTA.
+  std::int32_t max_acc = 0;
+  for (const int r : {r0, r1}) {
+    std::int32_t sum = 0;
+    for (int e = 0; e < D; ++e) sum += abs(static_cast<int>(reinterpret_cast<const std::int8_t*>(s_q)[(head * kBQ + r) * kLd + e]));
+    max_acc = max(max_acc, sum * g.range);
+  }
   const std::int64_t vis0 = s_vis[head][r0], vis1 = s_vis[head][r1];
   // The fast path takes blocks whose every key every valid row of the warp sees: below the smallest such key end.
   std::int64_t vis_min = INT64_MAX;
@@ -408,7 +415,6 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
           // The thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit for both rows.
           const float u = sq * ksb[c * kBK + 2 * t4];
           float best0 = -INFINITY, best1 = -INFINITY, qmk_bound = 0.0f;
-          std::int32_t max_acc = 0;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
@@ -417,7 +423,6 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
               qmk_bound += fabsf(qm);
               best0 = fmaxf(best0, sale::approx_estimate(u, acc[nt][e], qm));
               best1 = fmaxf(best1, sale::approx_estimate(u, acc[nt][2 + e], qm));
-              max_acc = max(max_acc, max(abs(acc[nt][e]), abs(acc[nt][2 + e])));
             }
           const float radius = sale::approx_radius(u, max_acc, qmk_bound);
           const int d0 = r0 < rows ? sale::approx_decision(best0, radius, u, qmk_bound, thr0) : -1;
@@ -427,7 +432,9 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
           else exact = true;
         }
         if (exact) {
-          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order.
+          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order; the keys
+          // share one K scale, so one reciprocal of the unit serves every bias.
+          const float skv = ksb[c * kBK + 2 * t4], unit = sq * skv, rcp = 1.0f / unit;
           sale::GroupMax g0, g1;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
@@ -437,8 +444,8 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
               const std::int64_t j = sale::group_key(jb, nt, t4, e);
               const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
               if (!v0 && !v1) continue;
-              const float qm = qmb[c * kBK + key], skv = ksb[c * kBK + key];
-              const std::int64_t bias = sq * skv > 0.0f ? sale::bias_units(qm, sq * skv) : 0;
+              const float qm = qmb[c * kBK + key];
+              const std::int64_t bias = unit > 0.0f ? sale::bias_units(qm, unit, rcp) : 0;
               if (v0) g0.add_biased(acc[nt][e], bias, qm, sq, skv);
               if (v1) g1.add_biased(acc[nt][2 + e], bias, qm, sq, skv);
             }

@@ -130,6 +130,28 @@ SPATTN_INLINE std::int64_t bias_units(float qmk, float unit) {
   return static_cast<std::int64_t>(b);
 }
 
+/// bias_units(qmk, unit) without a division, from rcp = 1.0f / unit (IEEE; a GPU thread divides once for all its keys
+/// of one unit), when the fp32 product certifies it: sets `bias` and returns true; false (bias untouched) when
+/// bias_units(qmk, unit) must decide. qf = RN(qmk·rcp) is within (2·2⁻²⁴ + 2⁻⁴⁸)·|Q| of the exact quotient Q; when
+/// |qf| < 2²² and qf is farther than 4.8e-7·|qf| (> 2⁻²¹·|qf|) from its nearest half-integer, no half-integer lies
+/// between qf and Q and Q is no tie, so RNE(qf) = RNE(Q) = bias_units (no clamp below 2²²). RNE(qf) is qf + 1.5·2²³
+/// (whose ulp is 1): its bits minus those of 1.5·2²³. tests/test_sale.cpp checks it against the double division.
+SPATTN_INLINE bool bias_units_certified(float qmk, float rcp, std::int32_t& bias) {
+  const float qf = qmk * rcp;
+  if (!(qf > -4194304.0f && qf < 4194304.0f)) return false;  // large, or not finite
+  const float t = qf + 12582912.0f;                          // RNE(qf) + 1.5·2^23, exactly
+  const float r = t - 12582912.0f;
+  const float off = (qf > r ? qf - r : r - qf) - 0.5f;       // exact: minus the distance to the nearest half-integer
+  if (!((off < 0.0f ? -off : off) > 4.8e-7f * (qf < 0.0f ? -qf : qf))) return false;
+  bias = static_cast<std::int32_t>(float_to_bits(t) - 0x4B400000u);
+  return true;
+}
+/// bias_units(qmk, unit) from rcp = 1.0f / unit: the certified product, else the division.
+SPATTN_INLINE std::int64_t bias_units(float qmk, float unit, float rcp) {
+  std::int32_t b = 0;
+  return bias_units_certified(qmk, rcp, b) ? b : bias_units(qmk, unit);
+}
+
 /// Estimated raw logit of an integer score v = acc + bias: (sq·sk)·v.
 SPATTN_INLINE float dequantize(float sq, float sk, std::int64_t v) { return (sq * sk) * static_cast<float>(v); }
 
@@ -182,12 +204,12 @@ SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
 // exact rules decide. tests/test_sale.cpp checks every sure answer against GroupMax and `selected` on random and
 // near-tie pairs.
 
-/// The pair's estimate up to approx_radius: fma(u, acc, qmk) (|acc| < 2²⁴, so float(acc) is exact).
+/// The pair's estimate up to approx_radius: fma(u, acc, qmk) (|acc| ≤ R²·d < 2²² for d ≤ 256: float(acc) is exact).
 SPATTN_INLINE float approx_estimate(float unit, std::int32_t acc, float qmk) {
-  return fma_f32(unit, static_cast<float>(acc), qmk);
+  return fma_f32(unit, small_int_to_float(acc), qmk);
 }
-/// Radius of approx_estimate for pairs of unit u with |acc| ≤ max_abs_acc and |qmk| ≤ qmk_bound. qmk_bound may be any
-/// upper bound (a sum of |qmk|) but must be infinite or NaN when some qmk is.
+/// Radius of approx_estimate for pairs of unit u with |acc| ≤ max_abs_acc and |qmk| ≤ qmk_bound: both may be any upper
+/// bounds (R·Σ|q codes| of the rows, a sum of |qmk|), but qmk_bound must be infinite or NaN when some qmk is.
 SPATTN_INLINE float approx_radius(float unit, std::int32_t max_abs_acc, float qmk_bound) {
   constexpr float kRel = 9.5367431640625e-07f;  // 2^-20
   return 0.5f * unit * (1.0f + kRel) + kRel * (unit * static_cast<float>(max_abs_acc) + qmk_bound) + 1.17549435e-38f;
