@@ -23,14 +23,21 @@
 //      scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread
 //      in the reference's key order (bias_units once per key for both rows), and the margin of a block is the max over
 //      the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's
-//      float margin, bit for bit. sale::selected decides; the row is written ascending — block 0, the kept candidates,
-//      the local blocks — into the DeviceTileMask, and build_work_order follows.
+//      float margin, bit for bit. Without kept margins (the pipeline), a warp first decides its rows by
+//      sale::approx_decision — fma(u, acc, qmk) within a proven radius of the estimate, no bias division — and runs
+//      GroupMax only when a row is within that radius of its threshold (or for tail blocks); the decision is the same.
+//      The GroupMax path divides once per thread and block (sale::bias_units with the unit's reciprocal).
+//      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks — into
+//      the DeviceTileMask, and build_work_order follows.
 // Bit-identical to the reference: codes, scales, qmk, and every margin and decision GIVEN the sink-local states (tests/
 // gpu: reference::sale_select over the device's states). The states themselves are tensor-core sums in another order
 // than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
 // from the pure reference where a margin is within that rounding.
 //
-// Expected cost (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
+// Measured (H100, llm workload, bench/results/gpu-pipeline.md): the estimate is 19.1 ms (int4) / 15.6 ms (int8) at 32K
+// and 281 / 229 ms at 128K; the candidate kernel issues ≈ 240 instructions per warp and 16 × 32 block (16 of them
+// mma.sync) at 0.48 per cycle and scheduler: 128 registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
+// Expected cost before it was written (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
 // 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the causal Q·Kᵀ itself. At the int8 mma.sync rate (≈ 0.5 of
 // the 1979 TOPS dense peak) that alone is ≈ 70 ms; the epilogue adds one double-precision bias_units division per
 // (Q scale group, key) — 1024 per block pair, 1.4e11 at 128K (tens of ms at the FP64 rate, overlapping the products
