@@ -414,13 +414,13 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
             mma_s8(acc[2 * np + 1], af[ks], bf[2], bf[3]);
           }
         const std::int64_t jb = block0 + c;
+        // The thread's 8 keys 8a + 2·t4 + e share K scale group t4: one unit for both rows and every key.
+        const float skv = ksb[c * kBK + 2 * t4], u = sq * skv;
         // The warp's margin of block jb: exact (GroupMax) when the margins are kept or the exact rules must decide;
         // otherwise +1 / −1, a value of the same sign (sale::approx_decision: no bias division).
         float m = -INFINITY;
         bool exact = kMargins || (jb + 1) * kBK > vis_min;  // some valid row of the warp does not see every key of jb
         if (!exact) {
-          // The thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit for both rows.
-          const float u = sq * ksb[c * kBK + 2 * t4];
           float best0 = -INFINITY, best1 = -INFINITY, qmk_bound = 0.0f;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
@@ -439,9 +439,9 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
           else exact = true;
         }
         if (exact) {
-          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order; the keys
-          // share one K scale, so one reciprocal of the unit serves every bias.
-          const float skv = ksb[c * kBK + 2 * t4], unit = sq * skv, rcp = 1.0f / unit;
+          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order; one reciprocal
+          // of the unit serves every bias.
+          const float rcp = 1.0f / u;
           sale::GroupMax g0, g1;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
               const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
               if (!v0 && !v1) continue;
               const float qm = qmb[c * kBK + key];
-              const std::int64_t bias = unit > 0.0f ? sale::bias_units(qm, unit, rcp) : 0;
+              const std::int64_t bias = u > 0.0f ? sale::bias_units(qm, u, rcp) : 0;
               if (v0) g0.add_biased(acc[nt][e], bias, qm, sq, skv);
               if (v1) g1.add_biased(acc[nt][2 + e], bias, qm, sq, skv);
             }

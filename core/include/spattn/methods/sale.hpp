@@ -101,26 +101,29 @@ SPATTN_INLINE float threshold(const SoftmaxState& sink_local, float tau, float s
   return (sink_local.m + log2_det(tau * sink_local.l)) / scale_log2;
 }
 
+/// RNE(qf) when qf is within rel·|qf| of a quotient Q and that certifies RNE(Q) = RNE(qf): |qf| < 2²² (its fraction is
+/// held) and qf farther than rel·|qf| from its nearest half-integer (so no half-integer lies between qf and Q, and Q is
+/// no tie). Sets `out` and returns true, or returns false (large, near a tie, not finite). RNE(qf) is qf + 1.5·2²³,
+/// whose ulp is 1: its bits minus those of 1.5·2²³; |qf − RNE(qf)| and its distance to 1/2 are exact.
+SPATTN_INLINE bool round_certified(float qf, float rel, std::int32_t& out) {
+  if (!(qf > -4194304.0f && qf < 4194304.0f)) return false;
+  const float t = qf + 12582912.0f;
+  const float r = t - 12582912.0f;
+  const float off = (qf > r ? qf - r : r - qf) - 0.5f;  // minus the distance to the nearest half-integer
+  if (!((off < 0.0f ? -off : off) > rel * (qf < 0.0f ? -qf : qf))) return false;
+  out = static_cast<std::int32_t>(float_to_bits(t) - 0x4B400000u);
+  return true;
+}
+
 /// Smoothing bias of key j for a row in integer units: RNE(qmk_j / (sq·sk)) — the double quotient rounded to nearest
 /// even — clamped to ±2^30 (unit > 0).
 /// Fast path with the same result: the fp32 quotient qf = RN(qmk / unit) is within 2⁻²⁴·|Q| of the exact quotient Q
-/// (and the double one within 2⁻⁵³·|Q|). When qf is below 2²² (its fraction is held) and farther than 1.2e-7·|qf|
-/// (> 2·2⁻²⁴·|qf|) from its nearest half-integer h, no half-integer lies between qf, Q and the double quotient, and
-/// none of them is a tie: all three round to rint(qf). Otherwise (near a tie, large, NaN) the double division decides.
+/// (and the double one within 2⁻⁵³·|Q|); round_certified with rel = 1.2e-7 (> 2·2⁻²⁴) gives RNE of all three.
+/// Otherwise (near a tie, large, NaN) the double division decides.
 /// tests/test_sale.cpp checks it against the double formula on random and constructed near-tie quotients.
 SPATTN_INLINE std::int64_t bias_units(float qmk, float unit) {
-  const float qf = qmk / unit;  // IEEE division on host and device (no fast-math anywhere in the build)
-  if (qf > -4194304.0f && qf < 4194304.0f) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-    const float r = rintf(qf);
-    const float off = fabsf(fabsf(qf - r) - 0.5f);  // distance to the nearest half-integer (exact for |qf| < 2^22)
-    if (off > 1.2e-7f * fabsf(qf)) return static_cast<std::int64_t>(r);
-#else
-    const float r = std::nearbyint(qf);
-    const float off = std::fabs(std::fabs(qf - r) - 0.5f);
-    if (off > 1.2e-7f * std::fabs(qf)) return static_cast<std::int64_t>(r);
-#endif
-  }
+  std::int32_t fast = 0;
+  if (round_certified(qmk / unit, 1.2e-7f, fast)) return fast;  // IEEE division (no fast-math anywhere in the build)
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
   double b = rint(static_cast<double>(qmk) / unit);
 #else
@@ -132,19 +135,11 @@ SPATTN_INLINE std::int64_t bias_units(float qmk, float unit) {
 
 /// bias_units(qmk, unit) without a division, from rcp = 1.0f / unit (IEEE; a GPU thread divides once for all its keys
 /// of one unit), when the fp32 product certifies it: sets `bias` and returns true; false (bias untouched) when
-/// bias_units(qmk, unit) must decide. qf = RN(qmk·rcp) is within (2·2⁻²⁴ + 2⁻⁴⁸)·|Q| of the exact quotient Q; when
-/// |qf| < 2²² and qf is farther than 4.8e-7·|qf| (> 2⁻²¹·|qf|) from its nearest half-integer, no half-integer lies
-/// between qf and Q and Q is no tie, so RNE(qf) = RNE(Q) = bias_units (no clamp below 2²²). RNE(qf) is qf + 1.5·2²³
-/// (whose ulp is 1): its bits minus those of 1.5·2²³. tests/test_sale.cpp checks it against the double division.
+/// bias_units(qmk, unit) must decide. qf = RN(qmk·rcp) is within (2·2⁻²⁴ + 2⁻⁴⁸)·|Q| of the exact quotient Q, so
+/// round_certified with rel = 4.8e-7 (> 2⁻²¹) gives RNE(Q) = bias_units (no clamp below 2²²). tests/test_sale.cpp checks
+/// it against the double division.
 SPATTN_INLINE bool bias_units_certified(float qmk, float rcp, std::int32_t& bias) {
-  const float qf = qmk * rcp;
-  if (!(qf > -4194304.0f && qf < 4194304.0f)) return false;  // large, or not finite
-  const float t = qf + 12582912.0f;                          // RNE(qf) + 1.5·2^23, exactly
-  const float r = t - 12582912.0f;
-  const float off = (qf > r ? qf - r : r - qf) - 0.5f;       // exact: minus the distance to the nearest half-integer
-  if (!((off < 0.0f ? -off : off) > 4.8e-7f * (qf < 0.0f ? -qf : qf))) return false;
-  bias = static_cast<std::int32_t>(float_to_bits(t) - 0x4B400000u);
-  return true;
+  return round_certified(qmk * rcp, 4.8e-7f, bias);
 }
 /// bias_units(qmk, unit) from rcp = 1.0f / unit: the certified product, else the division.
 SPATTN_INLINE std::int64_t bias_units(float qmk, float unit, float rcp) {
