@@ -245,16 +245,16 @@ TEST_CASE("bias_units: the fp32 fast paths (quotient, reciprocal) round every qu
                   << " (reciprocal; " << certified << " certified without a division) differ from the double division");
 }
 
-TEST_CASE("approx_decision: every sure answer is GroupMax's decision, and most answers are sure") {
+TEST_CASE("folded_decision: every sure answer is GroupMax's decision, and most answers are sure") {
   // One GPU thread's share of a candidate block: rows r0, r1 of one Q scale group × 8 keys of one K scale group.
   const std::uint64_t seed = test_seed();
   MESSAGE("seed " << seed);
   std::mt19937_64 rng(seed ^ 0x5a1e);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   const auto log_uniform = [&](double lo, double hi) { return static_cast<float>(std::exp2(lo + (hi - lo) * u01(rng))); };
-  std::int64_t sure = 0, wrong = 0, near = 0, near_sure = 0, far = 0, far_sure = 0, total = 0;
+  std::int64_t sure = 0, wrong = 0, near = 0, near_sure = 0, far = 0, far_sure = 0, total = 0, guarded = 0;
   for (int trial = 0; trial < 400000; ++trial) {
-    const int range = trial % 2 == 0 ? 7 : 127, d = trial % 3 == 0 ? 64 : 128;
+    const int range = trial % 2 == 0 ? 7 : 127, d = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 256);
     const float sq = trial % 97 == 0 ? 0.0f : log_uniform(-12.0, 2.0), sk = trial % 89 == 0 ? 0.0f : log_uniform(-12.0, 2.0);
     const float unit = sq * sk;
     const int acc_max = range * range * d;
@@ -267,19 +267,18 @@ TEST_CASE("approx_decision: every sure answer is GroupMax's decision, and most a
       for (auto& a : acc) a[j] = static_cast<std::int32_t>(std::lround((2.0 * u01(rng) - 1.0) * spread * acc_max));
     }
     if (trial % 101 == 0) qmk[3] = static_cast<float>(std::ldexp(1.0, 31)) * unit;  // the bias clamp's territory
-    std::int32_t max_acc = 0;
+    if (trial % 103 == 0) qmk[5] = 2097151.0f * unit;  // just inside the guard, where |c − b| reaches 1
     float qmk_bound = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      qmk_bound += std::fabs(qmk[j]);
-      for (const auto& a : acc) max_acc = std::max(max_acc, std::abs(a[j]));
-    }
-    const float radius = sale::approx_radius(unit, max_acc, qmk_bound);
+    for (int j = 0; j < 8; ++j) qmk_bound = std::max(qmk_bound, std::fabs(qmk[j]));
+    const float rcp = 1.0f / unit;
+    const bool ok = sale::folded_bias_ok(rcp, qmk_bound);
+    guarded += ok ? 0 : 1;
     for (const auto& a : acc) {
       sale::GroupMax g;
-      float best = -INFINITY;
+      std::int32_t best = INT32_MIN;
       for (int j = 0; j < 8; ++j) {
         g.add(a[j], qmk[j], sq, sk);
-        best = std::max(best, sale::approx_estimate(unit, a[j], qmk[j]));
+        if (ok) best = std::max(best, a[j] + sale::folded_bias(qmk[j], rcp));
       }
       const float est = g.estimate();
       // Thresholds: exactly at the estimate, a few ulps around it, within ±u of it, and far from it.
@@ -294,10 +293,10 @@ TEST_CASE("approx_decision: every sure answer is GroupMax's decision, and most a
         thr = est + static_cast<float>((2.0 * u01(rng) - 1.0) * 64.0 * (unit > 0.0f ? unit : 1e-6f));
       }
       const bool want = sale::selected(est - thr);
-      const int got = sale::approx_decision(best, radius, unit, qmk_bound, thr);
+      const int got = ok ? sale::folded_decision(best, unit, thr) : 0;
       ++total;
-      near += kind == 2 ? 1 : 0;
-      far += kind == 3 ? 1 : 0;
+      near += kind == 2 && ok ? 1 : 0;
+      far += kind == 3 && ok ? 1 : 0;
       if (got == 0) continue;
       ++sure;
       near_sure += kind == 2 ? 1 : 0;
@@ -305,24 +304,35 @@ TEST_CASE("approx_decision: every sure answer is GroupMax's decision, and most a
       if ((got > 0) != want) {
         ++wrong;
         if (wrong <= 5)
-          MESSAGE("differs: sq " << sq << " sk " << sk << " est " << est << " thr " << thr << " best " << best << " radius " << radius);
+          MESSAGE("differs: sq " << sq << " sk " << sk << " est " << est << " thr " << thr << " best " << best);
       }
     }
   }
-  // Non-finite values and a clamped bias are left to the exact rules.
-  CHECK(sale::approx_decision(NAN, 1.0f, 1.0f, 1.0f, 0.0f) == 0);
-  CHECK(sale::approx_decision(INFINITY, 1.0f, 1.0f, 1.0f, 0.0f) == 0);
-  CHECK(sale::approx_decision(1.0f, 1.0f, 1.0f, INFINITY, 0.0f) == 0);
-  CHECK(sale::approx_decision(10.0f, 1.0f, 1e-9f, 1.0f, 0.0f) == 0);  // |qmk| > 2^29·u: the bias may clamp
-  CHECK(sale::approx_decision(10.0f, 1.0f, 1.0f, 1.0f, NAN) == 0);
-  CHECK(sale::approx_decision(10.0f, 1.0f, 1.0f, 1.0f, -INFINITY) == 1);
-  CHECK(sale::approx_decision(10.0f, 1.0f, 1.0f, 1.0f, INFINITY) == -1);
+  // The guard: a zero or non-normal reciprocal, a huge or non-finite qmk bound.
+  CHECK_FALSE(sale::folded_bias_ok(INFINITY, 1.0f));  // unit 0
+  CHECK_FALSE(sale::folded_bias_ok(1e-39f, 1.0f));    // subnormal reciprocal
+  CHECK_FALSE(sale::folded_bias_ok(NAN, 1.0f));
+  CHECK_FALSE(sale::folded_bias_ok(1.0f, NAN));
+  CHECK_FALSE(sale::folded_bias_ok(1.0f, INFINITY));
+  CHECK_FALSE(sale::folded_bias_ok(1.0f, 2097152.0f));
+  CHECK(sale::folded_bias_ok(1.0f, 2097151.0f));
+  CHECK(sale::folded_bias(-2.5f, 1.0f) == -2);  // the magic number rounds to nearest even
+  CHECK(sale::folded_bias(3.5f, 1.0f) == 4);
+  CHECK(sale::folded_bias(-2097151.0f, 1.0f) == -2097151);
+  CHECK(sale::folded_decision(10, 1.0f, NAN) == 0);  // a NaN threshold is left to the exact rules
+  CHECK(sale::folded_decision(10, 1.0f, -INFINITY) == 1);
+  CHECK(sale::folded_decision(10, 1.0f, INFINITY) == -1);
+  CHECK(sale::folded_decision(10, 1.0f, 9.0f) == 1);  // V − 1 = 9 ≥ 9
+  CHECK(sale::folded_decision(10, 1.0f, 11.0f) == 0);
+  CHECK(sale::folded_decision(10, 1.0f, 11.5f) == -1);
   CHECK(wrong == 0);
-  CHECK(far_sure * 10 >= far * 9);  // thresholds up to ±64·u from the estimate are decided
+  CHECK(guarded > 0);
+  CHECK(far_sure * 10 >= far * 9);  // thresholds up to ±64·u from the estimate are decided (where the guard holds)
   CHECK(near_sure < near);          // some within ±u of it are not
   CHECK(near_sure > 0);             // and some are
-  MESSAGE(total << " rows: " << sure << " decided without the division, " << wrong << " of them wrong; thresholds within ±u "
-                << "of the estimate: " << near_sure << " of " << near << " decided; within ±64·u: " << far_sure << " of " << far);
+  MESSAGE(total << " rows: " << sure << " decided from the folded bias, " << wrong << " of them wrong; thresholds within ±u "
+                << "of the estimate: " << near_sure << " of " << near << " decided; within ±64·u: " << far_sure << " of " << far
+                << "; " << guarded << " of 400000 groups left to the exact rules by the guard");
 }
 
 TEST_CASE("bad SALE parameters are rejected") {

@@ -432,7 +432,7 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
 ///      key moves l by ≳ 1 / (number of sink-local keys) ≥ 1/300.
 ///  (c) every candidate's margin and the mask are BIT-IDENTICAL to reference::sale_select over the DEVICE's states:
 ///      the integer products, the biases, GroupMax, the dequantization and the thresholds are the core's rules;
-///  (d) the estimator without kept margins (the pipeline's: sale::approx_decision first) gives the same mask.
+///  (d) the estimator without kept margins (the pipeline's: sale::folded_decision first) gives the same mask.
 /// The workspaces and the mask are poisoned before the run.
 TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within their bound, margins and mask exact") {
   CudaMemory memory;
@@ -532,7 +532,7 @@ TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within th
     CHECK(bad_margins == 0);
     CHECK(got.row_ptr == want.mask.row_ptr);
     CHECK(got.tiles == want.mask.tiles);
-    // (d) without kept margins the kernel decides most blocks by sale::approx_decision (no bias division): the same
+    // (d) without kept margins the kernel decides most blocks by sale::folded_decision (no bias division): the same
     //     mask, bit for bit (the statistics are the same deterministic pass).
     const auto fast = cuda::make_sale_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr, /*keep_margins*/ false);
     cuda::DeviceTileMask fast_mask(fast->shape());

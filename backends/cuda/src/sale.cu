@@ -23,10 +23,13 @@
 //      scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread
 //      in the reference's key order (bias_units once per key for both rows), and the margin of a block is the max over
 //      the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's
-//      float margin, bit for bit. Without kept margins (the pipeline), a warp first decides its rows by
-//      sale::approx_decision — fma(u, acc, qmk) within a proven radius of the estimate, no bias division — and runs
-//      GroupMax only when a row is within that radius of its threshold (or for tail blocks); the decision is the same.
-//      The GroupMax path divides once per thread and block (sale::bias_units with the unit's reciprocal).
+//      float margin, bit for bit. Without kept margins (the pipeline), each accumulator starts at its key's folded
+//      bias (sale::folded_bias: the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), so a
+//      row's largest acc + c_j is an integer max of the products, and sale::folded_decision decides from it (the
+//      estimate lies between u·(V − 1) and u·(V + 1)); GroupMax runs only when a row is within that of its threshold,
+//      for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|, an atomic max of
+//      step 3). The decision is the same. The GroupMax path divides once per thread and block (sale::bias_units with
+//      the unit's reciprocal).
 //      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks — into
 //      the DeviceTileMask, and build_work_order follows.
 // Bit-identical to the reference: codes, scales, qmk, and every margin and decision GIVEN the sink-local states (tests/
@@ -53,6 +56,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 #include "device_common.cuh"
@@ -122,6 +126,7 @@ struct Workspace {
   std::int8_t* k_codes;   ///< [((b·Hkv + h)·Nkv + j)·D]
   float* k_scale;         ///< [(b·Hkv + h)·ldk + j]
   float* qmk;             ///< [(b·Hq + h)·ldk + j]
+  unsigned* qmk_abs_max;  ///< [b·Hq + h]: the bits of max_j |qmk_j| (non-negative floats order as their bits; NaN last)
   SoftmaxState* state;    ///< [(b·Hq + h)·Nq + i]
   float* margins;         ///< [((b·Hq + h)·Tq + t)·Tk + j], or null
 };
@@ -185,6 +190,11 @@ __global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geome
     v += __shfl_xor_sync(0xffffffffu, v, 2);
     v += __shfl_xor_sync(0xffffffffu, v, 4);
     if (lane8 == 0 && key < rows) w.qmk[hq * g.ldk + first + key] = v;
+    // The head's bound on |qmk| for sale::folded_bias_ok: the warp's 4 keys (one head), then one atomic.
+    unsigned bits = key < rows ? __float_as_uint(fabsf(v)) : 0u;
+    bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, 8));
+    bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, 16));
+    if (threadIdx.x % 32 == 0) atomicMax(w.qmk_abs_max + hq, bits);
   }
 }
 
@@ -372,13 +382,7 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   }
   const int r0 = mrow + gq, r1 = r0 + 8;  // one Q scale group: the same stored scale
   const float sq = s_sq[head][r0], thr0 = s_thr[head][r0], thr1 = s_thr[head][r1];
-  // |acc| of rows r0, r1 against any key ≤ R·Σ|q code| (|k code| ≤ R): the fast path's bound, once per CTA.
-  std::int32_t max_acc = 0;
-  for (const int r : {r0, r1}) {
-    std::int32_t sum = 0;
-    for (int e = 0; e < D; ++e) sum += abs(static_cast<int>(reinterpret_cast<const std::int8_t*>(s_q)[(head * kBQ + r) * kLd + e]));
-    max_acc = max(max_acc, sum * g.range);
-  }
+  const float qmk_bound = __uint_as_float(w.qmk_abs_max[static_cast<std::int64_t>(b) * g.heads_q + h0 + head]);
   const std::int64_t vis0 = s_vis[head][r0], vis1 = s_vis[head][r1];
   // The fast path takes blocks whose every key every valid row of the warp sees: below the smallest such key end.
   std::int64_t vis_min = INT64_MAX;
@@ -400,9 +404,19 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
       const float* qmb = s_qmk + (buf * HPC + head) * kChunkKeys;
 #pragma unroll 1
       for (int c = 0; c < kSeg; ++c) {
+        const std::int64_t jb = block0 + c;
+        // The thread's 8 keys 8a + 2·t4 + e share K scale group t4: one unit for both rows and every key.
+        const float skv = ksb[c * kBK + 2 * t4], u = sq * skv, rcp = 1.0f / u;
+        // Without kept margins, blocks that every valid row of the warp fully sees start each accumulator at the key's
+        // folded bias (sale::folded_bias), so that the products end at acc + c_j: the row's largest is one integer max.
+        bool exact = kMargins || (jb + 1) * kBK > vis_min;  // warp-uniform
+        const bool folded = !exact && sale::folded_bias_ok(rcp, qmk_bound);
         int acc[4][4];
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            acc[nt][e] = acc[nt][2 + e] = folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], rcp) : 0;
 #pragma unroll
         for (int ks = 0; ks < D / 32; ++ks)
 #pragma unroll
@@ -413,35 +427,27 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
             mma_s8(acc[2 * np], af[ks], bf[0], bf[1]);
             mma_s8(acc[2 * np + 1], af[ks], bf[2], bf[3]);
           }
-        const std::int64_t jb = block0 + c;
-        // The thread's 8 keys 8a + 2·t4 + e share K scale group t4: one unit for both rows and every key.
-        const float skv = ksb[c * kBK + 2 * t4], u = sq * skv;
-        // The warp's margin of block jb: exact (GroupMax) when the margins are kept or the exact rules must decide;
-        // otherwise +1 / −1, a value of the same sign (sale::approx_decision: no bias division).
+        // The warp's margin of block jb: +1 / −1 (a value of the same sign) when sale::folded_decision is sure for
+        // the warp's rows; otherwise, or with kept margins, the exact one (GroupMax).
         float m = -INFINITY;
-        bool exact = kMargins || (jb + 1) * kBK > vis_min;  // some valid row of the warp does not see every key of jb
         if (!exact) {
-          float best0 = -INFINITY, best1 = -INFINITY, qmk_bound = 0.0f;
+          int best0 = INT_MIN, best1 = INT_MIN;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const float qm = qmb[c * kBK + nt * 8 + 2 * t4 + e];
-              qmk_bound += fabsf(qm);
-              best0 = fmaxf(best0, sale::approx_estimate(u, acc[nt][e], qm));
-              best1 = fmaxf(best1, sale::approx_estimate(u, acc[nt][2 + e], qm));
+              best0 = max(best0, acc[nt][e]);
+              best1 = max(best1, acc[nt][2 + e]);
             }
-          const float radius = sale::approx_radius(u, max_acc, qmk_bound);
-          const int d0 = r0 < rows ? sale::approx_decision(best0, radius, u, qmk_bound, thr0) : -1;
-          const int d1 = r1 < rows ? sale::approx_decision(best1, radius, u, qmk_bound, thr1) : -1;
+          const int d0 = r0 >= rows ? -1 : folded ? sale::folded_decision(best0, u, thr0) : 0;
+          const int d1 = r1 >= rows ? -1 : folded ? sale::folded_decision(best1, u, thr1) : 0;
           if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) m = 1.0f;
           else if (!__any_sync(0xffffffffu, d0 == 0 || d1 == 0)) m = -1.0f;
           else exact = true;
         }
         if (exact) {
-          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order; one reciprocal
-          // of the unit serves every bias.
-          const float rcp = 1.0f / u;
+          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order, from the
+          // products alone (the folded bias taken back out); the unit's reciprocal serves every bias.
           sale::GroupMax g0, g1;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
@@ -452,9 +458,10 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
               const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
               if (!v0 && !v1) continue;
               const float qm = qmb[c * kBK + key];
+              const std::int32_t start = folded ? sale::folded_bias(qm, rcp) : 0;
               const std::int64_t bias = u > 0.0f ? sale::bias_units(qm, u, rcp) : 0;
-              if (v0) g0.add_biased(acc[nt][e], bias, qm, sq, skv);
-              if (v1) g1.add_biased(acc[nt][2 + e], bias, qm, sq, skv);
+              if (v0) g0.add_biased(acc[nt][e] - start, bias, qm, sq, skv);
+              if (v1) g1.add_biased(acc[nt][2 + e] - start, bias, qm, sq, skv);
             }
           if (r0 < rows) m = max_of(m, g0.estimate() - thr0);
           if (r1 < rows) m = max_of(m, g1.estimate() - thr1);
@@ -535,6 +542,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     k_codes_.allocate(bhk * static_cast<std::size_t>(p.seqlen_kv) * d);
     k_scale_.allocate(bhk * static_cast<std::size_t>(g_.ldk));
     qmk_.allocate(bhq * static_cast<std::size_t>(g_.ldk));
+    qmk_abs_max_.allocate(bhq);
     state_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
     if (keep_margins) margins_.allocate(static_cast<std::size_t>(shape_.num_rows() * shape_.num_k_tiles()));
     empty_.allocate(1);
@@ -545,7 +553,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
     return tau_.bytes() + partial_q_.bytes() + partial_k_.bytes() + mu_q_.bytes() + mu_k_.bytes() + q_codes_.bytes() +
-           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + state_.bytes() + margins_.bytes() +
+           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + state_.bytes() + margins_.bytes() +
            empty_.bytes() + region_.bytes();
   }
   void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
@@ -579,7 +587,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
       if (a.ptr) check(cudaMemset(a.ptr, 0xff, a.bytes()), "cudaMemset");
     };
     poison(partial_q_), poison(partial_k_), poison(mu_q_), poison(mu_k_), poison(q_codes_), poison(q_scale_);
-    poison(k_codes_), poison(k_scale_), poison(qmk_), poison(state_), poison(margins_);
+    poison(k_codes_), poison(k_scale_), poison(qmk_), poison(qmk_abs_max_), poison(state_), poison(margins_);
     check(cudaDeviceSynchronize(), "synchronize");
   }
 
@@ -641,7 +649,9 @@ class SaleEstimatorImpl final : public SaleEstimator {
     detail::sequence_mean_kernel<><<<bq * hkv, 128, 0, stream>>>(partial_k_.ptr, g_.seqs, false, hkv, d, k_chunks_, mu_k_.ptr);
     check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
     state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
-    Workspace w{mu_q_.ptr, mu_k_.ptr, q_codes_.ptr, q_scale_.ptr, k_codes_.ptr, k_scale_.ptr, qmk_.ptr, state_.ptr, margins_.ptr};
+    Workspace w{mu_q_.ptr,  mu_k_.ptr, q_codes_.ptr,      q_scale_.ptr, k_codes_.ptr,
+                k_scale_.ptr, qmk_.ptr, qmk_abs_max_.ptr, state_.ptr,   margins_.ptr};
+    check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
     if (d == 64) {
       quant_k_kernel<T, 64><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
       quant_q_kernel<T, 64><<<dim3(g_.tq, bq * hq), kQuantThreads, 0, stream>>>(qr, g_, w);
@@ -668,6 +678,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
   DeviceArray<std::int8_t> q_codes_, k_codes_;
   DeviceArray<SoftmaxState> state_;
+  DeviceArray<unsigned> qmk_abs_max_;
   DeviceArray<int> empty_;
 };
 

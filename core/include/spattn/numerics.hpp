@@ -27,12 +27,6 @@ SPATTN_INLINE float bits_to_float(std::uint32_t u) {
   return x;
 }
 
-/// float(x) for |x| < 2^22, exactly, with integer and fp32 adds only (no int → float conversion, a quarter-rate
-/// instruction on NVIDIA GPUs): the bits of 1.5·2^23 plus x are the float 1.5·2^23 + x.
-SPATTN_INLINE float small_int_to_float(std::int32_t x) {
-  return bits_to_float(0x4B400000u + static_cast<std::uint32_t>(x)) - 12582912.0f;
-}
-
 /// Set bits of a 64-bit word (a bitset row's popcount, FG-Attn's XOR distance).
 SPATTN_INLINE int popcount64(std::uint64_t x) {
 #if defined(__CUDA_ARCH__)

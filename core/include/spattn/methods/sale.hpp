@@ -184,38 +184,35 @@ struct GroupMax {
 /// (the paper's select-on-tie).
 SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
 
-// ---- the decision without the bias division (a fast path for the mask; the margins need GroupMax) ----
+// ---- the decision without the bias division: the bias folded into the integer accumulator ----
 //
-// For pairs that share one unit u = q_scale·k_scale (one Q scale group × one K scale group, u computed as GroupMax
-// does), the estimate est = GroupMax's dequantize(u, acc + bias_units(qmk, u)) — or qmk itself when u = 0 — is within
-// approx_radius of approx = fma(u, acc, qmk):
-//   with b = RNE(qmk/u) unclamped, |u·b − qmk| ≤ u/2; RN(acc + b) and the product by u err by 2⁻²⁴ each relative to
-//   |u·(acc + b)| ≤ M + u/2 with M = |u·acc| + |qmk|, and the fma by 2⁻²⁴·M; so |est − approx| ≤ (u/2)(1 + 2⁻²²) +
-//   2⁻²²·M + 2⁻¹⁴⁹. The radius takes 2⁻²⁰ for 2⁻²² (its own float rounding included) and 2⁻¹²⁶ for the subnormal
-//   term. u = 0: est = qmk = approx exactly.
-// The bias is clamped at ±2³⁰ only when |qmk| > 2³⁰·u; approx_decision leaves those (|qmk| > 2²⁹·u) to the exact rules.
-// A row group is surely selected when RN(best − r) > T (then best − r > T: RN is monotone and T a float) and surely not
-// when RN(best + r) < T, best = the largest approx over its valid pairs; otherwise, or for anything not finite, the
-// exact rules decide. tests/test_sale.cpp checks every sure answer against GroupMax and `selected` on random and
-// near-tie pairs.
+// Pairs that share one unit u = q_scale·k_scale > 0 (one Q scale group × one K scale group, u rounded as GroupMax
+// rounds it) get an integer stand-in for the bias from rcp = RN(1/u): c_j = folded_bias(qmk_j, rcp), the integer
+// nearest qmk_j·rcp, exact by the 1.5·2²³ magic number when folded_bias_ok (|qmk_j·rcp| < 2²¹ for every pair, rcp a
+// normal float). A GPU starts the integer accumulator of pair (i, j) at c_j, so it ends at acc_ij + c_j with no
+// per-pair arithmetic; a row group's largest such value V bounds its GroupMax:
+//   b_j = bias_units(qmk_j, u) = RNE(qmk_j/u) (no clamp: |qmk_j/u| < 2²¹ + 1) is within 1/2 + 2⁻⁵³·|qmk_j/u| of qmk_j/u;
+//   c_j is within 1/2 of qmk_j·rcp, which is within 2⁻²⁴·|qmk_j/u| ≤ 1/8 of qmk_j/u; so |b_j − c_j| < 2, and both are
+//   integers: |b_j − c_j| ≤ 1. The group's best = max_j(acc_j + b_j) over the same pairs is in [V − 1, V + 1]
+//   (|acc| ≤ R²·d < 2²² for d ≤ 256, so |V| + 1 < 2²⁴: every float below is exact), and its estimate RN(u·best) lies between RN(u·(V − 1)) and
+//   RN(u·(V + 1)) because RN is monotone and u > 0.
+// The row group is surely selected (some estimate ≥ T) when RN(u·(V − 1)) ≥ T, surely not when RN(u·(V + 1)) < T;
+// otherwise, or when the guard fails (u = 0, a huge or non-finite qmk, NaN), the exact rules decide.
+// tests/test_sale.cpp checks every sure answer against GroupMax and `selected` on random and near-tie pairs.
 
-/// The pair's estimate up to approx_radius: fma(u, acc, qmk) (|acc| ≤ R²·d < 2²² for d ≤ 256: float(acc) is exact).
-SPATTN_INLINE float approx_estimate(float unit, std::int32_t acc, float qmk) {
-  return fma_f32(unit, small_int_to_float(acc), qmk);
+/// rcp = RN(1/unit) is a normal float and qmk_bound·rcp < 2²¹, qmk_bound ≥ |qmk| of every pair (NaN or ∞: false).
+SPATTN_INLINE bool folded_bias_ok(float rcp, float qmk_bound) {
+  return rcp >= 1.17549435e-38f && rcp <= 3.40282347e38f && qmk_bound * rcp < 2097152.0f;
 }
-/// Radius of approx_estimate for pairs of unit u with |acc| ≤ max_abs_acc and |qmk| ≤ qmk_bound: both may be any upper
-/// bounds (R·Σ|q codes| of the rows, a sum of |qmk|), but qmk_bound must be infinite or NaN when some qmk is.
-SPATTN_INLINE float approx_radius(float unit, std::int32_t max_abs_acc, float qmk_bound) {
-  constexpr float kRel = 9.5367431640625e-07f;  // 2^-20
-  return 0.5f * unit * (1.0f + kRel) + kRel * (unit * static_cast<float>(max_abs_acc) + qmk_bound) + 1.17549435e-38f;
+/// The integer nearest qmk·rcp: RN(qmk·rcp + 1.5·2²³) has ulp 1 for |qmk·rcp| < 2²², so its bits carry it.
+SPATTN_INLINE std::int32_t folded_bias(float qmk, float rcp) {
+  return static_cast<std::int32_t>(float_to_bits(fma_f32(qmk, rcp, 12582912.0f)) - 0x4B400000u);
 }
-/// +1: the row group surely has an estimate ≥ thr (selected); −1: surely none (not selected by this group); 0: the exact
-/// rules must decide. best: the largest approx_estimate over the group's valid pairs; radius and qmk_bound as above.
-SPATTN_INLINE int approx_decision(float best, float radius, float unit, float qmk_bound, float thr) {
-  if (!(unit == 0.0f || qmk_bound <= unit * 536870912.0f)) return 0;  // a bias may be clamped (or u, qmk not finite)
-  if (!(best - best == 0.0f) || !(radius <= 3.40282347e38f)) return 0;  // best ±∞ or NaN, radius overflowed
-  if (best - radius > thr) return 1;
-  if (best + radius < thr) return -1;
+/// +1: the row group surely has an estimate ≥ thr (selected); −1: surely none; 0: the exact rules must decide.
+/// best: the largest acc + folded_bias over the group's valid pairs of unit `unit` (folded_bias_ok held).
+SPATTN_INLINE int folded_decision(std::int32_t best, float unit, float thr) {
+  if (unit * static_cast<float>(best - 1) >= thr) return 1;
+  if (unit * static_cast<float>(best + 1) < thr) return -1;
   return 0;
 }
 /// Two int4 codes per byte: channel 2c in the low nibble, 2c+1 in the high nibble (two's complement).
