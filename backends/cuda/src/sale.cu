@@ -63,6 +63,8 @@
 #include "device_memory.cuh"
 #include "estimate.cuh"
 #include "estimators.cuh"
+#include "flash.cuh"
+#include "sm90.cuh"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/sale.hpp"
 #include "spattn/numerics.hpp"
@@ -260,14 +262,15 @@ struct MaskOut {
   std::int32_t* tiles;
 };
 
-/// Candidate-kernel shared memory: code rows padded to D + 16 bytes, so the 8 rows an ldmatrix reads fall in 8
-/// different 16-byte bank groups (D = 64 and 128).
-template <int D>
-constexpr int code_ld() { return D + 16; }
-template <int D, int HPC>
+/// Candidate-kernel shared memory. mma.sync: code rows padded to D + 16 bytes, so the 8 rows an ldmatrix reads fall in
+/// 8 different 16-byte bank groups (D = 64 and 128). wgmma (D = 128): rows of 128 bytes in the 128-byte swizzle of
+/// sm90.cuh (16-byte piece c of row r at piece c ^ (r % 8)), tiles 1024-byte aligned (the 1024 extra bytes).
+template <int D, bool kWgmma>
+constexpr int code_ld() { return kWgmma ? D : D + 16; }
+template <int D, int HPC, bool kWgmma>
 constexpr std::size_t candidate_bytes() {
-  return static_cast<std::size_t>(HPC * kBQ * code_ld<D>() + 2 * kChunkKeys * code_ld<D>()) +
-         static_cast<std::size_t>(2 * (HPC + 1) * kChunkKeys) * sizeof(float);
+  return static_cast<std::size_t>(HPC * kBQ * code_ld<D, kWgmma>() + 2 * kChunkKeys * code_ld<D, kWgmma>()) +
+         static_cast<std::size_t>(2 * (HPC + 1) * kChunkKeys) * sizeof(float) + (kWgmma ? 1024 : 0);
 }
 
 /// segs[head] for a run-time head, without indexing the array (it stays in registers).
@@ -281,12 +284,22 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
 }
 
 /// Step 5: query block (longest rows first) of batch b, query heads [h0, h0 + HPC) of one KV head. Warp w takes rows
-/// 16·(w % 4) … + 15 of head w / 4; its Q codes stay in registers as A fragments for the whole CTA.
-template <int D, int HPC, bool kMargins>
+/// 16·(w % 4) … + 15 of head w / 4 (warpgroup w / 4 the head's 64 rows). mma.sync (kWgmma false): the warp's Q codes
+/// stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time. wgmma (sm_90a, D = 128): the
+/// warpgroup's 64 × 128 products of a segment, both operands in shared memory, in two asynchronous 64-key halves, so
+/// that the tensor cores run the second half while the warps decide the first.
+template <int D, int HPC, bool kMargins, bool kWgmma>
 __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Workspace w, MaskOut out) {
-  constexpr int kLd = code_ld<D>(), kThreads = 128 * HPC;
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kWgmma) {
+    __trap();  // built without sm_90a: the estimator launches this kernel only where use_sm90()
+    return;
+  }
+#endif
+  static_assert(!kWgmma || D == 128, "the wgmma candidate kernel reads 128-byte code rows");
+  constexpr int kLd = code_ld<D, kWgmma>(), kThreads = 128 * HPC;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* s_q = smem_raw;                            // HPC × 64 rows
+  unsigned char* s_q = smem_raw + (kWgmma ? (1024 - detail::smem_addr(smem_raw) % 1024) % 1024 : 0);  // HPC × 64 rows
   unsigned char* s_k = s_q + HPC * kBQ * kLd;               // 2 × 128 keys
   float* s_sk = reinterpret_cast<float*>(s_k + 2 * kChunkKeys * kLd);  // 2 × 128 K scales
   float* s_qmk = s_sk + 2 * kChunkKeys;                     // 2 × HPC × 128
@@ -328,13 +341,15 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   const std::int8_t* kc = w.k_codes + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * D;
   const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
   constexpr int kPieces = D / 16;  // 16-byte pieces per code row
+  // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
+  const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
   auto load = [&](std::int64_t s, int buf) {
     const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
     unsigned char* dk = s_k + buf * kChunkKeys * kLd;
     for (int p = tid; p < kChunkKeys * kPieces; p += kThreads) {
       const int r = p / kPieces, piece = p % kPieces;
       const bool ok = base + r < nkv;
-      detail::cp_async16(detail::smem_addr(dk + r * kLd + piece * 16), ok ? kc + (base + r) * D + piece * 16 : kc, ok ? 16 : 0);
+      detail::cp_async16(detail::smem_addr(dk + code_at(r, piece)), ok ? kc + (base + r) * D + piece * 16 : kc, ok ? 16 : 0);
     }
     // K scales and qmk of the segment's keys (rows of ldk ≥ the segment's end: whole 16-byte pieces, no tail).
     for (int p = tid; p < (HPC + 1) * (kChunkKeys / 4); p += kThreads) {
@@ -349,7 +364,7 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
     const int hr = p / kPieces, piece = p % kPieces, hh = hr / kBQ, r = hr % kBQ;
     const bool ok = r < rows;
     const std::int8_t* src = w.q_codes + ((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r) * D;
-    detail::cp_async16(detail::smem_addr(s_q + hr * kLd + piece * 16), ok ? src + piece * 16 : w.q_codes, ok ? 16 : 0);
+    detail::cp_async16(detail::smem_addr(s_q + code_at(hr, piece)), ok ? src + piece * 16 : w.q_codes, ok ? 16 : 0);
   }
   load(0, 0);
   detail::cp_async_commit();
@@ -373,13 +388,15 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   const std::int64_t head_segs = segment_of(segs, head);
 
   detail::cp_async_wait<0>();
+  if constexpr (kWgmma) detail::fence_async_shared();  // the cp.async writes (generic proxy) before wgmma reads them
   __syncthreads();
-  std::uint32_t af[D / 32][4];
+  std::uint32_t af[kWgmma ? 1 : D / 32][4];
+  if constexpr (!kWgmma)
 #pragma unroll
-  for (int ks = 0; ks < D / 32; ++ks) {
-    const int q8 = lane / 8;
-    detail::ldmatrix_x4(af[ks], detail::smem_addr(s_q + (head * kBQ + mrow + lane % 8 + (q8 % 2) * 8) * kLd + ks * 32 + (q8 / 2) * 16));
-  }
+    for (int ks = 0; ks < D / 32; ++ks) {
+      const int q8 = lane / 8;
+      detail::ldmatrix_x4(af[ks], detail::smem_addr(s_q + (head * kBQ + mrow + lane % 8 + (q8 % 2) * 8) * kLd + ks * 32 + (q8 / 2) * 16));
+    }
   const int r0 = mrow + gq, r1 = r0 + 8;  // one Q scale group: the same stored scale
   const float sq = s_sq[head][r0], thr0 = s_thr[head][r0], thr1 = s_thr[head][r1];
   const float qmk_bound = __uint_as_float(w.qmk_abs_max[static_cast<std::int64_t>(b) * g.heads_q + h0 + head]);
@@ -396,58 +413,61 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
     if (s + 1 < max_segs) load(s + 1, buf ^ 1);
     detail::cp_async_commit();
     detail::cp_async_wait<1>();
+    if constexpr (kWgmma) detail::fence_async_shared();
     __syncthreads();
     const std::int64_t block0 = 1 + kSeg * s;
     if (s < head_segs) {  // warp-uniform: this head still has candidates
       const unsigned char* sk = s_k + buf * kChunkKeys * kLd;
       const float* ksb = s_sk + buf * kChunkKeys;
       const float* qmb = s_qmk + (buf * HPC + head) * kChunkKeys;
-#pragma unroll 1
-      for (int c = 0; c < kSeg; ++c) {
-        const std::int64_t jb = block0 + c;
-        // The thread's 8 keys 8a + 2·t4 + e share K scale group t4: one unit for both rows and every key.
-        const float skv = ksb[c * kBK + 2 * t4], u = sq * skv, rcp = 1.0f / u;
-        // Without kept margins, blocks that every valid row of the warp fully sees start each accumulator at the key's
-        // folded bias (sale::folded_bias), so that the products end at acc + c_j: the row's largest is one integer max.
-        bool exact = kMargins || (jb + 1) * kBK > vis_min;  // warp-uniform
-        const bool folded = !exact && sale::folded_bias_ok(rcp, qmk_bound);
-        int acc[4][4];
+      // Block c of the segment: the thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit serves both
+      // rows and every key. Without kept margins, blocks that every valid row of the warp fully sees start each
+      // accumulator at the key's folded bias (sale::folded_bias), so that the products end at acc + c_j: a row's
+      // largest is one integer max.
+      struct Unit {
+        float skv, u, rcp;
+        bool exact, folded;
+      };
+      const auto unit_of = [&](int c) {
+        Unit x;
+        x.skv = ksb[c * kBK + 2 * t4];
+        x.u = sq * x.skv;
+        x.rcp = 1.0f / x.u;
+        x.exact = kMargins || (block0 + c + 1) * kBK > vis_min;  // warp-uniform
+        x.folded = !x.exact && sale::folded_bias_ok(x.rcp, qmk_bound);
+        return x;
+      };
+      // acc[4·nt + i]: rows r0 (i < 2) and r1 of keys 8·nt + 2·t4 + i % 2 of the block (the m16n8 layout).
+      const auto start = [&](int c, const Unit& x, int (&acc)[16]) {
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
-            acc[nt][e] = acc[nt][2 + e] = folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], rcp) : 0;
-#pragma unroll
-        for (int ks = 0; ks < D / 32; ++ks)
-#pragma unroll
-          for (int np = 0; np < 2; ++np) {
-            const int q8 = lane / 8;
-            std::uint32_t bf[4];
-            detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
-            mma_s8(acc[2 * np], af[ks], bf[0], bf[1]);
-            mma_s8(acc[2 * np + 1], af[ks], bf[2], bf[3]);
-          }
-        // The warp's margin of block jb: +1 / −1 (a value of the same sign) when sale::folded_decision is sure for
-        // the warp's rows; otherwise, or with kept margins, the exact one (GroupMax).
+            acc[4 * nt + e] = acc[4 * nt + 2 + e] = x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0;
+      };
+      // The warp's margin of block c: +1 / −1 (a value of the same sign) when sale::folded_decision is sure for the
+      // warp's rows; otherwise, or with kept margins, the exact one (GroupMax over the products alone).
+      const auto decide = [&](int c, Unit x, const int (&acc)[16]) {
+        const std::int64_t jb = block0 + c;
         float m = -INFINITY;
-        if (!exact) {
+        if (!x.exact) {
           int best0 = INT_MIN, best1 = INT_MIN;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              best0 = max(best0, acc[nt][e]);
-              best1 = max(best1, acc[nt][2 + e]);
+              best0 = max(best0, acc[4 * nt + e]);
+              best1 = max(best1, acc[4 * nt + 2 + e]);
             }
-          const int d0 = r0 >= rows ? -1 : folded ? sale::folded_decision(best0, u, thr0) : 0;
-          const int d1 = r1 >= rows ? -1 : folded ? sale::folded_decision(best1, u, thr1) : 0;
+          const int d0 = r0 >= rows ? -1 : x.folded ? sale::folded_decision(best0, x.u, thr0) : 0;
+          const int d1 = r1 >= rows ? -1 : x.folded ? sale::folded_decision(best1, x.u, thr1) : 0;
           if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) m = 1.0f;
           else if (!__any_sync(0xffffffffu, d0 == 0 || d1 == 0)) m = -1.0f;
-          else exact = true;
+          else x.exact = true;
         }
-        if (exact) {
-          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order, from the
-          // products alone (the folded bias taken back out); the unit's reciprocal serves every bias.
+        if (x.exact) {
+          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order, the folded
+          // bias taken back out; the unit's reciprocal serves every bias.
           sale::GroupMax g0, g1;
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
@@ -458,10 +478,10 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
               const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
               if (!v0 && !v1) continue;
               const float qm = qmb[c * kBK + key];
-              const std::int32_t start = folded ? sale::folded_bias(qm, rcp) : 0;
-              const std::int64_t bias = u > 0.0f ? sale::bias_units(qm, u, rcp) : 0;
-              if (v0) g0.add_biased(acc[nt][e] - start, bias, qm, sq, skv);
-              if (v1) g1.add_biased(acc[nt][2 + e] - start, bias, qm, sq, skv);
+              const std::int32_t folded = x.folded ? sale::folded_bias(qm, x.rcp) : 0;
+              const std::int64_t bias = x.u > 0.0f ? sale::bias_units(qm, x.u, x.rcp) : 0;
+              if (v0) g0.add_biased(acc[4 * nt + e] - folded, bias, qm, sq, x.skv);
+              if (v1) g1.add_biased(acc[4 * nt + 2 + e] - folded, bias, qm, sq, x.skv);
             }
           if (r0 < rows) m = max_of(m, g0.estimate() - thr0);
           if (r1 < rows) m = max_of(m, g1.estimate() - thr1);
@@ -469,6 +489,48 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
           for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
         }
         if (lane == 0) s_marg[warp][c] = m;
+      };
+      if constexpr (kWgmma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+        // The head's warpgroup: blocks 2h, 2h + 1 are the 64 keys of half h, D/32 k32 steps each (32 bytes inside the
+        // swizzled 128-byte rows). One half at a time keeps 32 accumulators per thread: the other warpgroups' decisions
+        // overlap this one's products.
+        const std::uint32_t q_base = detail::smem_addr(s_q + head * kBQ * kLd), k_base = detail::smem_addr(sk);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const Unit x0 = unit_of(2 * half), x1 = unit_of(2 * half + 1);
+          int acc0[16], acc1[16];
+          start(2 * half, x0, acc0);
+          start(2 * half + 1, x1, acc1);
+          detail::wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < D / 32; ++ks)
+            detail::wgmma_ss_s8_n64(acc0, acc1, detail::smem_desc(q_base + ks * 32, 16, 1024),
+                                    detail::smem_desc(k_base + half * 64 * kLd + ks * 32, 16, 1024));
+          detail::wgmma_commit();
+          detail::wgmma_wait<0>();
+          decide(2 * half, x0, acc0);
+          decide(2 * half + 1, x1, acc1);
+        }
+#endif
+      } else {
+#pragma unroll 1
+        for (int c = 0; c < kSeg; ++c) {
+          const Unit x = unit_of(c);
+          int acc[16];
+          start(c, x, acc);
+#pragma unroll
+          for (int ks = 0; ks < D / 32; ++ks)
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+              const int q8 = lane / 8;
+              std::uint32_t bf[4];
+              detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
+              mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
+              mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+            }
+          decide(c, x, acc);
+        }
       }
     }
     __syncthreads();
@@ -529,6 +591,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     tau_.assign(tau);
     g_.tau = tau_.ptr;
     hpc_ = heads_per_cta(g_.ratio);
+    wgmma_ = p.head_dim == 128 && use_sm90();
     const auto d = static_cast<std::size_t>(p.head_dim);
     const auto bhq = static_cast<std::size_t>(p.batch * p.heads_q), bhk = static_cast<std::size_t>(p.batch * p.heads_kv);
     q_chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_q + kMeanChunk - 1) / kMeanChunk, 1));
@@ -608,18 +671,20 @@ class SaleEstimatorImpl final : public SaleEstimator {
 
   template <class F>
   void with_candidate_kernel(F f) const {
-    const auto pick = [&](auto d, auto margins) {
+    const auto pick = [&](auto d, auto margins, auto wgmma) {
       constexpr int D = decltype(d)::value;
       constexpr bool M = decltype(margins)::value;  // the exact margins of every candidate (tests), or decisions only
+      constexpr bool W = decltype(wgmma)::value;
       switch (hpc_) {
-        case 4: return f(candidate_kernel<D, 4, M>, candidate_bytes<D, 4>(), 4);
-        case 2: return f(candidate_kernel<D, 2, M>, candidate_bytes<D, 2>(), 2);
-        default: return f(candidate_kernel<D, 1, M>, candidate_bytes<D, 1>(), 1);
+        case 4: return f(candidate_kernel<D, 4, M, W>, candidate_bytes<D, 4, W>(), 4);
+        case 2: return f(candidate_kernel<D, 2, M, W>, candidate_bytes<D, 2, W>(), 2);
+        default: return f(candidate_kernel<D, 1, M, W>, candidate_bytes<D, 1, W>(), 1);
       }
     };
     const auto by_dim = [&](auto margins) {
-      if (p_.head_dim == 64) pick(std::integral_constant<int, 64>{}, margins);
-      else pick(std::integral_constant<int, 128>{}, margins);
+      if (p_.head_dim == 64) pick(std::integral_constant<int, 64>{}, margins, std::false_type{});
+      else if (wgmma_) pick(std::integral_constant<int, 128>{}, margins, std::true_type{});
+      else pick(std::integral_constant<int, 128>{}, margins, std::false_type{});
     };
     if (margins_.ptr != nullptr) by_dim(std::true_type{});
     else by_dim(std::false_type{});
@@ -675,6 +740,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   const std::int64_t* cu_kv_;
   Geometry g_{};
   int hpc_ = 1, q_chunks_ = 1, k_chunks_ = 1;
+  bool wgmma_ = false;  ///< the sm_90a candidate kernel (use_sm90(), D = 128)
   DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
   DeviceArray<std::int8_t> q_codes_, k_codes_;
   DeviceArray<SoftmaxState> state_;

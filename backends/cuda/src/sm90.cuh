@@ -1,7 +1,7 @@
-// Hopper (sm_90a) building blocks of flash_sm90.cu: mbarrier waits and arrivals, the async-proxy fence, and
-// the warpgroup MMA (wgmma) with the shared-memory matrix descriptors it reads, for the flash
-// kernel's two products: S = Q·Kᵀ (both operands in shared memory, K-major) and O += P·V (P in registers,
-// V in shared memory, MN-major, i.e. transposed). Accumulators are fp32 in the m64nN register layout, which
+// Hopper (sm_90a) building blocks of flash_sm90.cu and SALE's candidate kernel (sale.cu): mbarrier waits and
+// arrivals, the async-proxy fence, and the warpgroup MMA (wgmma) with the shared-memory matrix descriptors it reads,
+// for the flash kernel's two products: S = Q·Kᵀ (both operands in shared memory, K-major) and O += P·V (P in registers,
+// V in shared memory, MN-major, i.e. transposed), and SALE's integer Q·Kᵀ of s8 codes (k32 steps: also 32 bytes). Accumulators are fp32 in the m64nN register layout, which
 // per warp is the mma.sync m16n8 layout repeated over N/8 column blocks.
 //
 // Shared-memory layout of every tile (the 128-byte swizzle of the descriptor's layout type 1): the D columns
@@ -83,6 +83,21 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const std::uint32_t 
     if constexpr (kHalf) SPATTN_WGMMA_RS_N64("f16");
     else SPATTN_WGMMA_RS_N64("bf16");
   }
+}
+
+/// d (+)= A·Bᵀ for a 64×32 A and a 64×32 B of s8 codes, both K-major in shared memory: the exact s32 products (always
+/// accumulating: start d at 0 or at an offset). d[0..31] in the m64n64 layout, passed as the accumulators of its
+/// two 32-column halves lo (columns 0…31) and hi (32…63): per warp, the mma.sync m16n8 layout of columns 8a + ….
+__device__ __forceinline__ void wgmma_ss_s8_n64(int (&lo)[16], int (&hi)[16], std::uint64_t a, std::uint64_t b) {
+  asm volatile(
+      "{.reg .pred p; setp.ne.b32 p, %34, 0; wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, "
+      "%6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
+      "%30, %31}, %32, %33, p;}\n"
+      : "+r"(lo[0]), "+r"(lo[1]), "+r"(lo[2]), "+r"(lo[3]), "+r"(lo[4]), "+r"(lo[5]), "+r"(lo[6]), "+r"(lo[7]), "+r"(lo[8]),
+        "+r"(lo[9]), "+r"(lo[10]), "+r"(lo[11]), "+r"(lo[12]), "+r"(lo[13]), "+r"(lo[14]), "+r"(lo[15]), "+r"(hi[0]),
+        "+r"(hi[1]), "+r"(hi[2]), "+r"(hi[3]), "+r"(hi[4]), "+r"(hi[5]), "+r"(hi[6]), "+r"(hi[7]), "+r"(hi[8]), "+r"(hi[9]),
+        "+r"(hi[10]), "+r"(hi[11]), "+r"(hi[12]), "+r"(hi[13]), "+r"(hi[14]), "+r"(hi[15])
+      : "l"(a), "l"(b), "r"(1));
 }
 
 #undef SPATTN_WGMMA_SS_N128
