@@ -18,8 +18,9 @@
 //      head — the candidate key blocks [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales
 //      double-buffered by cp.async, shared by the CTA's heads). Integer products on the tensor cores with mma.sync
 //      m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
-//      products of both bit widths. (The int4 m16n8k64 kernel for sm80/sm89, twice the int8 rate there, is not
-//      written; on Hopper int4 mma.sync is emulated and slow.) A thread's accumulators hold rows g and g + 8 — one Q
+//      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per head's
+//      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). (The int4 m16n8k64
+//      kernel for sm80/sm89, twice the int8 rate there, is not written; on Hopper int4 mma.sync is emulated and slow.) A thread's accumulators hold rows g and g + 8 — one Q
 //      scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread
 //      in the reference's key order (bias_units once per key for both rows), and the margin of a block is the max over
 //      the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's
@@ -37,9 +38,10 @@
 // than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
 // from the pure reference where a margin is within that rounding.
 //
-// Measured (H100, llm workload, bench/results/gpu-pipeline.md): the estimate is 19.1 ms (int4) / 15.6 ms (int8) at 32K
-// and 281 / 229 ms at 128K; the candidate kernel issues ≈ 240 instructions per warp and 16 × 32 block (16 of them
-// mma.sync) at 0.48 per cycle and scheduler: 128 registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
+// Measured (H100, llm workload, bench/results/gpu-pipeline.md, last section): the estimate is 14.1 ms (int8 τ 0.004) /
+// 19.6 ms (int4 τ 0.05) at 32K and 203 / 293 ms at 128K with the wgmma kernel; the mma.sync kernel 15.4 ms (int8, 32K).
+// The candidate kernel issues ≈ 198 instructions per warp and 16 × 32 block at 0.55 per cycle and scheduler: 128
+// registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
 // Expected cost before it was written (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
 // 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the causal Q·Kᵀ itself. At the int8 mma.sync rate (≈ 0.5 of
 // the 1979 TOPS dense peak) that alone is ≈ 70 ms; the epilogue adds one double-precision bias_units division per
@@ -48,10 +50,11 @@
 // ≈ 160 GB at 128K (≈ 30 ms at L2 bandwidth, overlapped by the cp.async double buffer). Estimate: ≈ 100–150 ms at
 // 128K, 40–60 % of cuDNN dense (254.6 ms): SALE's estimate is a quantized QKᵀ over every candidate block, so no kernel
 // of it reaches 5 % of dense attention on Hopper (int8 is 2× the bf16 rate; the authors' int4 selection pass is
-// 10–13 % of FA2 on an RTX 4090, where int4 runs at 4× fp16). Next steps, by expected gain: an exact float fast path
-// for bias_units (float quotient, a double division only near a half-integer), the int8 WGMMA kernel on sm90a
-// (DESIGN.md §6), and the int4 m16n8k64 kernel for sm80/sm89.
-// Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes, scales, qmk B·Hq·Nkv floats,
+// 10–13 % of FA2 on an RTX 4090, where int4 runs at 4× fp16). Both the float fast path for bias_units and the
+// wgmma kernel are written; next: the block loop's instruction mix, two CTAs per SM, and the int4 m16n8k64 kernel for
+// sm80/sm89.
+// Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes, scales, qmk B·Hq·Nkv floats and its
+// max |qmk| per (batch, query head),
 // sink-local states B·Hq·Nq, the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
 #include <cuda_runtime.h>
 
