@@ -19,8 +19,13 @@ namespace {
 
 using detail::check;
 
+/// Entries past the kept counts in work_order_kernel's shared memory: ptxas loads the next unrolled step's counts
+/// (two 16-byte reads) before the loop's exit test, which compute-sanitizer reports as reads past the allocation.
+constexpr int kWorkOrderPad = 4;
+
 /// One CTA per (batch, mask head): each 128-row block's rank under mask_policy::runs_before among the blocks of
-/// its (batch, head) is its place in the order. Kept counts are staged in shared memory (blocks ≤ smem / 4).
+/// its (batch, head) is its place in the order. Kept counts are staged in shared memory ((blocks + kWorkOrderPad) · 8
+/// bytes).
 /// base[2b] = first order entry of (b, mask head 0), base[2b + 1] = 128-row blocks of sequence b.
 __global__ void work_order_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, int num_q_tiles,
                                   int per_tile, int mask_heads, int blocks, const std::int32_t* base,
@@ -101,9 +106,9 @@ void DeviceTileMask::allocate_order() {
   order_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
   order_base_ = allocate<std::int32_t>(base.size());
   detail::upload(order_base_, base.data(), base.size() * sizeof(std::int32_t));
-  if (blocks * sizeof(std::int64_t) > 48 * 1024)
+  if ((blocks + kWorkOrderPad) * sizeof(std::int64_t) > 48 * 1024)
     check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(blocks * sizeof(std::int64_t))),
+                               static_cast<int>((blocks + kWorkOrderPad) * sizeof(std::int64_t))),
           "work order: shared memory for this sequence length");
 }
 
@@ -133,7 +138,7 @@ void DeviceTileMask::build_work_order(CUstream_st* stream) const {
   if (order_ == nullptr || order_size_ == 0) return;
   const auto grid = static_cast<unsigned>(shape_.batch * shape_.mask_heads);
   const bool items = item_rows_ == 128;  // the blocks are the items: ranked by their unions' lengths
-  work_order_kernel<<<grid, 256, static_cast<std::size_t>(order_blocks_) * sizeof(std::int64_t), stream>>>(
+  work_order_kernel<<<grid, 256, static_cast<std::size_t>(order_blocks_ + kWorkOrderPad) * sizeof(std::int64_t), stream>>>(
       items ? item_begin_ : row_begin_, items ? item_end_ : row_end_,
       items ? order_blocks_ : static_cast<int>(shape_.num_q_tiles()), items ? 1 : shape_.tile_q / 128,
       static_cast<int>(shape_.mask_heads), order_blocks_, order_base_, order_);
