@@ -253,6 +253,7 @@ TEST_CASE("folded_decision: every sure answer is GroupMax's decision, and most a
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   const auto log_uniform = [&](double lo, double hi) { return static_cast<float>(std::exp2(lo + (hi - lo) * u01(rng))); };
   std::int64_t sure = 0, wrong = 0, near = 0, near_sure = 0, far = 0, far_sure = 0, total = 0, guarded = 0;
+  std::int64_t settled = 0, wrong_settled = 0;
   for (int trial = 0; trial < 400000; ++trial) {
     const int range = trial % 2 == 0 ? 7 : 127, d = trial % 3 == 0 ? 64 : (trial % 3 == 1 ? 128 : 256);
     const float sq = trial % 97 == 0 ? 0.0f : log_uniform(-12.0, 2.0), sk = trial % 89 == 0 ? 0.0f : log_uniform(-12.0, 2.0);
@@ -293,7 +294,16 @@ TEST_CASE("folded_decision: every sure answer is GroupMax's decision, and most a
         thr = est + static_cast<float>((2.0 * u01(rng) - 1.0) * 64.0 * (unit > 0.0f ? unit : 1e-6f));
       }
       const bool want = sale::selected(est - thr);
-      const int got = ok ? sale::folded_decision(best, unit, thr) : 0;
+      int got = ok ? sale::folded_decision(best, unit, thr) : 0;
+      if (ok && got == 0) {  // settled when every bias is certified from the reciprocal
+        bool exact = true;
+        for (int j = 0; j < 8; ++j) exact = exact && sale::folded_bias_exact(qmk[j], rcp);
+        if (exact) {
+          got = sale::folded_exact_decision(best, unit, thr);
+          ++settled;
+          if ((got > 0) != want) ++wrong_settled;
+        }
+      }
       ++total;
       near += kind == 2 && ok ? 1 : 0;
       far += kind == 3 && ok ? 1 : 0;
@@ -325,14 +335,22 @@ TEST_CASE("folded_decision: every sure answer is GroupMax's decision, and most a
   CHECK(sale::folded_decision(10, 1.0f, 9.0f) == 1);  // V − 1 = 9 ≥ 9
   CHECK(sale::folded_decision(10, 1.0f, 11.0f) == 0);
   CHECK(sale::folded_decision(10, 1.0f, 11.5f) == -1);
+  CHECK(sale::folded_exact_decision(10, 1.0f, 10.0f) == 1);  // select on tie
+  CHECK(sale::folded_exact_decision(10, 1.0f, 10.5f) == -1);
+  CHECK(sale::folded_exact_decision(10, 1.0f, NAN) == -1);  // GroupMax: NaN margin, not selected
+  CHECK(sale::folded_bias_exact(3.25f, 1.0f));
+  CHECK_FALSE(sale::folded_bias_exact(3.5f, 1.0f));  // a tie is left to the division
   CHECK(wrong == 0);
+  CHECK(wrong_settled == 0);
+  CHECK(settled > 100000);  // most undecided groups are settled without GroupMax
   CHECK(guarded > 0);
   CHECK(far_sure * 10 >= far * 9);  // thresholds up to ±64·u from the estimate are decided (where the guard holds)
   CHECK(near_sure < near);          // some within ±u of it are not
   CHECK(near_sure > 0);             // and some are
   MESSAGE(total << " rows: " << sure << " decided from the folded bias, " << wrong << " of them wrong; thresholds within ±u "
                 << "of the estimate: " << near_sure << " of " << near << " decided; within ±64·u: " << far_sure << " of " << far
-                << "; " << guarded << " of 400000 groups left to the exact rules by the guard");
+                << "; " << guarded << " of 400000 groups left to the exact rules by the guard; " << settled
+                << " undecided rows settled by certified biases, " << wrong_settled << " of them wrong");
 }
 
 TEST_CASE("bad SALE parameters are rejected") {

@@ -27,8 +27,9 @@
 //      float margin, bit for bit. Without kept margins (the pipeline), each accumulator starts at its key's folded
 //      bias (sale::folded_bias: the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), so a
 //      row's largest acc + c_j is an integer max of the products, and sale::folded_decision decides from it (the
-//      estimate lies between u·(V − 1) and u·(V + 1)); GroupMax runs only when a row is within that of its threshold,
-//      for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|, an atomic max of
+//      estimate lies between u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its
+//      thread's 8 biases are certified from the reciprocal (sale::folded_bias_exact: then V is GroupMax's own integer
+//      max); GroupMax runs only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|, an atomic max of
 //      step 3). The decision is the same. The GroupMax path divides once per thread and block (sale::bias_units with
 //      the unit's reciprocal).
 //      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks — into
@@ -38,10 +39,10 @@
 // than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
 // from the pure reference where a margin is within that rounding.
 //
-// Measured (H100, llm workload, bench/results/gpu-pipeline.md, last section): the estimate is 14.1 ms (int8 τ 0.004) /
-// 19.6 ms (int4 τ 0.05) at 32K and 203 / 293 ms at 128K with the wgmma kernel; the mma.sync kernel 15.4 ms (int8, 32K).
-// The candidate kernel issues ≈ 198 instructions per warp and 16 × 32 block at 0.55 per cycle and scheduler: 128
-// registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
+// Measured (H100, llm workload, bench/results/gpu-pipeline.md, last section): the estimate is 14.6 ms (int8 τ 0.004) /
+// 15.6 ms (int4 τ 0.05) at 32K and 212 / 229 ms at 128K with the wgmma kernel; the mma.sync kernel 15.9 ms (int8, 32K).
+// The candidate kernel is ≈ 95 % of it and issues ≈ 200 instructions per warp and 16 × 32 block at ≈ 0.55 per cycle and
+// scheduler: 128 registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
 // Expected cost before it was written (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
 // 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the causal Q·Kᵀ itself. At the int8 mma.sync rate (≈ 0.5 of
 // the 1979 TOPS dense peak) that alone is ≈ 70 ms; the epilogue adds one double-precision bias_units division per
@@ -462,11 +463,33 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
               best0 = max(best0, acc[4 * nt + e]);
               best1 = max(best1, acc[4 * nt + 2 + e]);
             }
-          const int d0 = r0 >= rows ? -1 : x.folded ? sale::folded_decision(best0, x.u, thr0) : 0;
-          const int d1 = r1 >= rows ? -1 : x.folded ? sale::folded_decision(best1, x.u, thr1) : 0;
-          if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) m = 1.0f;
-          else if (!__any_sync(0xffffffffu, d0 == 0 || d1 == 0)) m = -1.0f;
-          else x.exact = true;
+          int d0 = r0 >= rows ? -1 : x.folded ? sale::folded_decision(best0, x.u, thr0) : 0;
+          int d1 = r1 >= rows ? -1 : x.folded ? sale::folded_decision(best1, x.u, thr1) : 0;
+          // The warp's answer: +1 when a row is surely selected, −1 when every row is surely not, else 0. Then the
+          // undecided rows whose thread's 8 biases are certified from the reciprocal are settled exactly, and the warp
+          // answers again; what stays undecided goes to GroupMax.
+          const auto answer = [&] {
+            if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) return 1;
+            return __any_sync(0xffffffffu, d0 == 0 || d1 == 0) ? 0 : -1;
+          };
+          int warp_answer = answer();
+          if (warp_answer == 0) {
+            if (x.folded && (d0 == 0 || d1 == 0)) {
+              bool certified = true;
+#pragma unroll
+              for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                  certified = certified & sale::folded_bias_exact(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp);
+              if (certified) {
+                if (d0 == 0) d0 = sale::folded_exact_decision(best0, x.u, thr0);
+                if (d1 == 0) d1 = sale::folded_exact_decision(best1, x.u, thr1);
+              }
+            }
+            warp_answer = answer();
+          }
+          if (warp_answer == 0) x.exact = true;
+          else m = static_cast<float>(warp_answer);
         }
         if (x.exact) {
           // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order, the folded

@@ -198,7 +198,12 @@ SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
 //   RN(u·(V + 1)) because RN is monotone and u > 0.
 // The row group is surely selected (some estimate ≥ T) when RN(u·(V − 1)) ≥ T, surely not when RN(u·(V + 1)) < T;
 // otherwise, or when the guard fails (u = 0, a huge or non-finite qmk, NaN), the exact rules decide.
-// tests/test_sale.cpp checks every sure answer against GroupMax and `selected` on random and near-tie pairs.
+// An undecided row group is settled when bias_units_certified(qmk_j, rcp) holds for every pair: then c_j = b_j (the
+// exact product qmk_j·rcp is within 2⁻²⁴·(1 + 2⁻²³) of RN(qmk_j·rcp), which is farther than that from every
+// half-integer, so the fma's nearest integer and the certified rounding agree), V IS GroupMax's integer max and RN(u·V)
+// its estimate: selected iff RN(u·V) ≥ T (folded_exact_decision).
+// tests/test_sale.cpp checks every sure and every settled answer against GroupMax and `selected` on random and
+// near-tie pairs.
 
 /// rcp = RN(1/unit) is a normal float and qmk_bound·rcp < 2²¹, qmk_bound ≥ |qmk| of every pair (NaN or ∞: false).
 SPATTN_INLINE bool folded_bias_ok(float rcp, float qmk_bound) {
@@ -214,6 +219,15 @@ SPATTN_INLINE int folded_decision(std::int32_t best, float unit, float thr) {
   if (unit * static_cast<float>(best - 1) >= thr) return 1;
   if (unit * static_cast<float>(best + 1) < thr) return -1;
   return 0;
+}
+/// c = folded_bias(qmk, rcp) is bias_units(qmk, unit) itself (the certified product; folded_bias_ok held).
+SPATTN_INLINE bool folded_bias_exact(float qmk, float rcp) {
+  std::int32_t b = 0;
+  return bias_units_certified(qmk, rcp, b);
+}
+/// The decision when folded_bias_exact held for every valid pair of the group: +1 (selected) or −1.
+SPATTN_INLINE int folded_exact_decision(std::int32_t best, float unit, float thr) {
+  return unit * static_cast<float>(best) >= thr ? 1 : -1;
 }
 /// Two int4 codes per byte: channel 2c in the low nibble, 2c+1 in the high nibble (two's complement).
 std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes);
