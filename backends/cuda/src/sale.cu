@@ -39,9 +39,9 @@
 // than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
 // from the pure reference where a margin is within that rounding.
 //
-// Measured (H100, llm workload, bench/results/gpu-pipeline.md, last section): the estimate is 14.6 ms (int8 τ 0.004) /
-// 15.6 ms (int4 τ 0.05) at 32K and 212 / 229 ms at 128K with the wgmma kernel; the mma.sync kernel 15.9 ms (int8, 32K).
-// The candidate kernel is ≈ 95 % of it and issues ≈ 200 instructions per warp and 16 × 32 block at ≈ 0.55 per cycle and
+// Measured (H100, llm workload, bench/results/gpu-pipeline.md, last section): the estimate is 13.6 ms (int8 τ 0.004) /
+// 14.4 ms (int4 τ 0.05) at 32K and 195 / 211 ms at 128K with the wgmma kernel; the mma.sync kernel 14.3 ms (int8, 32K).
+// The candidate kernel is ≈ 90 % of it and issues ≈ 185 instructions per warp and 16 × 32 block at ≈ 0.53 per cycle and
 // scheduler: 128 registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
 // Expected cost before it was written (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
 // 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the causal Q·Kᵀ itself. At the int8 mma.sync rate (≈ 0.5 of
@@ -347,21 +347,29 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   constexpr int kPieces = D / 16;  // 16-byte pieces per code row
   // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
+  // Each thread copies the same 16-byte piece of key rows r0, r0 + kRowStep, … of every segment (kThreads is a
+  // multiple of the pieces per row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte
+  // piece of the K scales or of one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail): the
+  // addresses are computed once, a segment only adds its first key.
+  constexpr int kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
+  static_assert(kRowStep % 8 == 0 && kChunkKeys % kRowStep == 0 && (HPC + 1) * kScalePieces <= kThreads);
+  const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % kScalePieces;
+  const bool has_scale_piece = tid / kScalePieces <= HPC;
+  const int which = has_scale_piece ? tid / kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
+  const std::int8_t* k_src = kc + static_cast<std::int64_t>(k_row0) * D + k_piece * 16;
+  const std::uint32_t k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
+  const float* sc_src =
+      (which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk) + s_piece * 4;
+  const std::uint32_t sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk + (which - 1) * kChunkKeys) + s_piece * 4);
+  const std::uint32_t sc_buf = (which == 0 ? 1 : HPC) * kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
   auto load = [&](std::int64_t s, int buf) {
     const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
-    unsigned char* dk = s_k + buf * kChunkKeys * kLd;
-    for (int p = tid; p < kChunkKeys * kPieces; p += kThreads) {
-      const int r = p / kPieces, piece = p % kPieces;
-      const bool ok = base + r < nkv;
-      detail::cp_async16(detail::smem_addr(dk + code_at(r, piece)), ok ? kc + (base + r) * D + piece * 16 : kc, ok ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < kChunkKeys / kRowStep; ++i) {
+      const bool ok = base + k_row0 + i * kRowStep < nkv;
+      detail::cp_async16(k_dst + (buf * kChunkKeys + i * kRowStep) * kLd, ok ? k_src + (base + i * kRowStep) * D : kc, ok ? 16 : 0);
     }
-    // K scales and qmk of the segment's keys (rows of ldk ≥ the segment's end: whole 16-byte pieces, no tail).
-    for (int p = tid; p < (HPC + 1) * (kChunkKeys / 4); p += kThreads) {
-      const int which = p / (kChunkKeys / 4), piece = p % (kChunkKeys / 4);
-      const float* src = which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk;
-      float* dst = which == 0 ? s_sk + buf * kChunkKeys : s_qmk + (buf * HPC + which - 1) * kChunkKeys;
-      detail::cp_async16(detail::smem_addr(dst + piece * 4), src + base + piece * 4, 16);
-    }
+    if (has_scale_piece) detail::cp_async16(sc_dst + buf * sc_buf, sc_src + base, 16);
   };
   // Q codes of the CTA's heads (rows past the sequence: zeros), with the first segment.
   for (int p = tid; p < HPC * kBQ * kPieces; p += kThreads) {
