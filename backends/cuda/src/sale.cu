@@ -20,18 +20,19 @@
 //      m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
 //      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per head's
 //      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). (The int4 m16n8k64
-//      kernel for sm80/sm89, twice the int8 rate there, is not written; on Hopper int4 mma.sync is emulated and slow.) A thread's accumulators hold rows g and g + 8 — one Q
-//      scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread
-//      in the reference's key order (bias_units once per key for both rows), and the margin of a block is the max over
-//      the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's
-//      float margin, bit for bit. Without kept margins (the pipeline), each accumulator starts at its key's folded
-//      bias (sale::folded_bias: the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), so a
-//      row's largest acc + c_j is an integer max of the products, and sale::folded_decision decides from it (the
-//      estimate lies between u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its
-//      thread's 8 biases are certified from the reciprocal (sale::folded_bias_exact: then V is GroupMax's own integer
-//      max); GroupMax runs only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|, an atomic max of
-//      step 3). The decision is the same. The GroupMax path divides once per thread and block (sale::bias_units with
-//      the unit's reciprocal).
+//      kernel for sm80/sm89, twice the int8 rate there, is not written; on Hopper int4 mma.sync is emulated and
+//      slow.) A thread's accumulators hold rows g and g + 8 — one Q scale group — and keys 8a + 2·t4 + c of each
+//      block — K scale group t4 — so sale::GroupMax runs inside the thread in the reference's key order (bias_units
+//      once per key for both rows), and the margin of a block is the max over the CTA's threads of
+//      GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's float margin, bit for
+//      bit. Without kept margins (the pipeline), each accumulator starts at its key's folded bias (sale::folded_bias:
+//      the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), so a row's largest acc + c_j is
+//      an integer max of the products, and sale::folded_decision decides from it (the estimate lies between
+//      u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its thread's 8 biases are
+//      certified from the reciprocal (sale::folded_bias_exact: then V is GroupMax's own integer max); GroupMax runs
+//      only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|,
+//      an atomic max of step 3). The decision is the same. The GroupMax path divides once per thread and block
+//      (sale::bias_units with the unit's reciprocal).
 //      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks — into
 //      the DeviceTileMask, and build_work_order follows.
 // Bit-identical to the reference: codes, scales, qmk, and every margin and decision GIVEN the sink-local states (tests/
@@ -290,8 +291,8 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
 /// Step 5: query block (longest rows first) of batch b, query heads [h0, h0 + HPC) of one KV head. Warp w takes rows
 /// 16·(w % 4) … + 15 of head w / 4 (warpgroup w / 4 the head's 64 rows). mma.sync (kWgmma false): the warp's Q codes
 /// stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time. wgmma (sm_90a, D = 128): the
-/// warpgroup's 64 × 128 products of a segment, both operands in shared memory, in two asynchronous 64-key halves, so
-/// that the tensor cores run the second half while the warps decide the first.
+/// warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key half at a time (ptxas
+/// serializes the wgmma: the decisions between them branch), the other warpgroups' decisions overlapping them.
 template <int D, int HPC, bool kMargins, bool kWgmma>
 __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Workspace w, MaskOut out) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -650,8 +651,8 @@ class SaleEstimatorImpl final : public SaleEstimator {
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
     return tau_.bytes() + partial_q_.bytes() + partial_k_.bytes() + mu_q_.bytes() + mu_k_.bytes() + q_codes_.bytes() +
-           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + state_.bytes() + margins_.bytes() +
-           empty_.bytes() + region_.bytes();
+           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + state_.bytes() +
+           margins_.bytes() + empty_.bytes() + region_.bytes();
   }
   void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
     if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
@@ -748,8 +749,8 @@ class SaleEstimatorImpl final : public SaleEstimator {
     detail::sequence_mean_kernel<><<<bq * hkv, 128, 0, stream>>>(partial_k_.ptr, g_.seqs, false, hkv, d, k_chunks_, mu_k_.ptr);
     check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
     state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
-    Workspace w{mu_q_.ptr,  mu_k_.ptr, q_codes_.ptr,      q_scale_.ptr, k_codes_.ptr,
-                k_scale_.ptr, qmk_.ptr, qmk_abs_max_.ptr, state_.ptr,   margins_.ptr};
+    Workspace w{mu_q_.ptr,    mu_k_.ptr, q_codes_.ptr,      q_scale_.ptr, k_codes_.ptr,
+                k_scale_.ptr, qmk_.ptr,  qmk_abs_max_.ptr, state_.ptr,   margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
     if (d == 64) {
       quant_k_kernel<T, 64><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);

@@ -1,8 +1,9 @@
 // Hopper (sm_90a) building blocks of flash_sm90.cu and SALE's candidate kernel (sale.cu): mbarrier waits and
 // arrivals, the async-proxy fence, and the warpgroup MMA (wgmma) with the shared-memory matrix descriptors it reads,
 // for the flash kernel's two products: S = Q·Kᵀ (both operands in shared memory, K-major) and O += P·V (P in registers,
-// V in shared memory, MN-major, i.e. transposed), and SALE's integer Q·Kᵀ of s8 codes (k32 steps: also 32 bytes). Accumulators are fp32 in the m64nN register layout, which
-// per warp is the mma.sync m16n8 layout repeated over N/8 column blocks.
+// V in shared memory, MN-major, i.e. transposed), and SALE's integer Q·Kᵀ of s8 codes (k32 steps: also 32 bytes).
+// Accumulators are fp32 (s32 for SALE) in the m64nN register layout, which per warp is the mma.sync m16n8 layout
+// repeated over N/8 column blocks.
 //
 // Shared-memory layout of every tile (the 128-byte swizzle of the descriptor's layout type 1): the D columns
 // are split into blocks of 64 elements (128 bytes); each block holds all rows, 128 bytes per row, and the

@@ -194,8 +194,8 @@ SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
 //   b_j = bias_units(qmk_j, u) = RNE(qmk_j/u) (no clamp: |qmk_j/u| < 2²¹ + 1) is within 1/2 + 2⁻⁵³·|qmk_j/u| of qmk_j/u;
 //   c_j is within 1/2 of qmk_j·rcp, which is within 2⁻²⁴·|qmk_j/u| ≤ 1/8 of qmk_j/u; so |b_j − c_j| < 2, and both are
 //   integers: |b_j − c_j| ≤ 1. The group's best = max_j(acc_j + b_j) over the same pairs is in [V − 1, V + 1]
-//   (|acc| ≤ R²·d < 2²² for d ≤ 256, so |V| + 1 < 2²⁴: every float below is exact), and its estimate RN(u·best) lies between RN(u·(V − 1)) and
-//   RN(u·(V + 1)) because RN is monotone and u > 0.
+//   (|acc| ≤ R²·d < 2²² for d ≤ 256, so |V| + 1 < 2²⁴: every float below is exact), and its estimate RN(u·best) lies
+//   between RN(u·(V − 1)) and RN(u·(V + 1)) because RN is monotone and u > 0.
 // The row group is surely selected (some estimate ≥ T) when RN(u·(V − 1)) ≥ T, surely not when RN(u·(V + 1)) < T;
 // otherwise, or when the guard fails (u = 0, a huge or non-finite qmk, NaN), the exact rules decide.
 // An undecided row group is settled when bias_units_certified(qmk_j, rcp) holds for every pair: then c_j = b_j (the
