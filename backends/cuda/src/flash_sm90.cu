@@ -48,6 +48,8 @@ using namespace detail;
 constexpr int kBM = 128;  // query rows per CTA (2 consumer warpgroups × 64)
 constexpr int kBN = 128;  // keys per chunk
 constexpr int kThreads = 384;
+constexpr int kMaxMembers = kBM / 16;               // member tiles of a merged item (16-row tiles)
+constexpr int kMemWords = kMaxMembers * kBN / 32;  // per stage: a 128-bit key set per member tile
 
 // ----------------------------------------------------------------------------------------------------------
 // Shared memory
@@ -60,8 +62,8 @@ struct Plan {
   static constexpr int kK = kQ + kBM * D * 2;
   static constexpr int kV = kK + kStages * kTile;
   static constexpr int kKeys = kV + kStages * kTile;  // kStages × kBN key indices
-  static constexpr int kMem = kKeys + kStages * kBN * 4;  // kStages × kBN membership bytes (merged items)
-  static constexpr int kBars = kMem + kStages * kBN;  // q_full, k_full[S], v_full[S], empty[S], q_empty
+  static constexpr int kMem = kKeys + kStages * kBN * 4;  // kStages × 8 members × 4 membership words (merged items)
+  static constexpr int kBars = kMem + kStages * kMemWords * 4;  // q_full, k_full[S], v_full[S], empty[S], q_empty
   static constexpr int kBytes = kBars + (2 + 3 * kStages) * 8 + 1024;  // + slack to align the base
 };
 
@@ -77,18 +79,19 @@ struct Smem {
   using P = Plan<D, kStages>;
   std::uint32_t base;  // the plan's 1024-aligned base (shared state space)
   int* key_base;       // kStages × kBN key indices (generic pointer)
-  std::uint8_t* mem_base;  // kStages × kBN membership bytes of a merged item's keys (generic pointer)
+  std::uint32_t* mem_base;  // per stage, kMemWords membership words of a merged item's keys (generic pointer)
 
   __device__ __forceinline__ explicit Smem(unsigned char* raw)
       : base((smem_addr(raw) + 1023u) & ~1023u),
         key_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kKeys)),
-        mem_base(raw + (base - smem_addr(raw)) + P::kMem) {}
+        mem_base(reinterpret_cast<std::uint32_t*>(raw + (base - smem_addr(raw)) + P::kMem)) {}
 
   __device__ __forceinline__ std::uint32_t q() const { return base + P::kQ; }
   __device__ __forceinline__ std::uint32_t k(int s) const { return base + P::kK + s * P::kTile; }
   __device__ __forceinline__ std::uint32_t v(int s) const { return base + P::kV + s * P::kTile; }
   __device__ __forceinline__ int* keys(int s) const { return key_base + s * kBN; }
-  __device__ __forceinline__ std::uint8_t* mem(int s) const { return mem_base + s * kBN; }
+  /// Merged items: word 4·m + w holds bit b for the stage's key 32·w + b when member tile m kept that key's tile.
+  __device__ __forceinline__ std::uint32_t* mem(int s) const { return mem_base + s * kMemWords; }
   __device__ __forceinline__ std::uint32_t q_full() const { return base + P::kBars; }
   __device__ __forceinline__ std::uint32_t k_full(int s) const { return base + P::kBars + 8u * (1 + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const { return base + P::kBars + 8u * (1 + kStages + s); }
@@ -230,9 +233,13 @@ struct Producer {
     mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
     int* keys = sm.keys(s);
     keys[t] = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
-    if constexpr (kMerged) {  // published with the keys (k_full)
+    if constexpr (kMerged) {  // the members' key sets, one ballot per member and warp; published with the keys (k_full)
       const int slot = (chunk * kBN + t) / p.tile_k;
-      sm.mem(s)[t] = slot < item.count ? item.members[slot] : 0;
+      const unsigned bits = slot < item.count ? item.members[slot] : 0u;
+      for (int m = 0; m < kBM / p.tile_q; ++m) {
+        const unsigned word = __ballot_sync(0xffffffffu, (bits >> m) & 1u);
+        if (t % 32 == 0) sm.mem(s)[4 * m + t / 32] = word;
+      }
     }
     producer_sync();
     const int j0 = keys[0];
@@ -354,7 +361,7 @@ struct Consumer {
   int wg_row0 = 0;                // first query row of this warpgroup in the current item
   mask_policy::RowKeys<int> wg_keys;      // the keys that row sees
   mask_policy::RowKeys<int> row_keys[2];  // the keys this thread's rows (g and g + 8 of its warp's 16) see
-  int member[2] = {0, 0};                 // merged items: the member tile of each of this thread's rows
+  int member = 0;  // merged items: the member tile of this warp's 16 rows (tile_q is 16, 32 or 64)
   float acc_o[D / 2];
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
   float acc_s[64];                // S of the current chunk, then its weights
@@ -401,9 +408,7 @@ struct Consumer {
     for (int half = 0; half < 2; ++half)
       row_keys[half] =
           mask_policy::RowKeys<int>(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
-    if constexpr (kMerged)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) member[half] = (64 * cw + warp * 16 + g + 8 * half) / p.tile_q;
+    if constexpr (kMerged) member = (64 * cw + warp * 16) / p.tile_q;
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
     m_run[0] = m_run[1] = -INFINITY;
@@ -528,11 +533,11 @@ struct Consumer {
   /// the chunk (only used for votes of ≥ 64 rows).
   __device__ __forceinline__ bool softmax(const WorkItem& item, int s, int chunk, float (&alpha)[2]) {
     const int* keys = sm.keys(s);
-    [[maybe_unused]] const std::uint8_t* mem = sm.mem(s);
     // Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
     // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk. A merged item's rows
     // also mask the keys of tiles their own member tile did not keep.
-    const bool need_mask = kMerged || !wg_keys.sees(keys[kBN - 1]);
+    if constexpr (kMerged) mask_members(s);
+    const bool need_mask = !wg_keys.sees(keys[kBN - 1]);
     float mx[2], tm[2][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -543,12 +548,7 @@ struct Consumer {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = acc_s[4 * nt + 2 * half + e];
-          if constexpr (kMerged) {
-            const int c = nt * 8 + 2 * t4 + e;
-            if (!row_keys[half].sees(keys[c]) || ((mem[c] >> member[half]) & 1) == 0) x = -INFINITY;
-          } else {
-            if (need_mask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
-          }
+          if (need_mask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
           if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
           else mx[half] = fmaxf(mx[half], x);
         }
@@ -618,6 +618,21 @@ struct Consumer {
       m_run[half] = m_new[half];
     }
     return kPvSkip && all_skipped && p.pv_vote >= 64;
+  }
+
+  /// Merged items: the scores of keys whose tile this warp's member tile did not keep become −∞. The warp reads its
+  /// member's 128-bit key set of the stage; nothing to do (a warp-uniform branch) when the member kept every key.
+  /// Score (nt, e) of this thread is key c = 8·nt + 2·t4 + e: bit (nt % 4)·8 + e of word nt / 4 shifted by 2·t4.
+  __device__ __forceinline__ void mask_members(int s) {
+    const uint4 w = *reinterpret_cast<const uint4*>(sm.mem(s) + 4 * member);
+    if ((w.x & w.y & w.z & w.w) == 0xffffffffu) return;
+    const std::uint32_t word[4] = {w.x >> (2 * t4), w.y >> (2 * t4), w.z >> (2 * t4), w.w >> (2 * t4)};
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (((word[nt / 4] >> ((nt % 4) * 8 + e)) & 1u) == 0)
+          acc_s[4 * nt + e] = acc_s[4 * nt + 2 + e] = -INFINITY;
   }
 
   /// The weights in acc_s rounded to T: the A fragments of the next P·V.
