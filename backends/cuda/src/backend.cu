@@ -66,10 +66,10 @@ std::vector<std::string> executor_not_supported_reasons(const Problem& p, const 
   }
   if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
-  const bool sm90_dim = p.head_dim == 64 || p.head_dim == 128;
+  const bool sm90_dim = p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128;
   if ((!sm90_dim && p.head_dim != 96 && p.head_dim != 256) || p.dim_v() != p.head_dim)
     why.push_back("head_dim must be 64, 96, 128 or 256 with head_dim_v = head_dim");
-  if (pv_skip_requested(options) && !sm90_dim) why.push_back("PV-skip in the CUDA kernel needs head_dim 64 or 128");
+  if (pv_skip_requested(options) && !sm90_dim) why.push_back("PV-skip in the CUDA kernel needs head_dim 64, 96 or 128");
   if (shape.tile_q % 64 != 0 && shape.tile_q != 16 && shape.tile_q != 32)
     why.push_back("mask tile_q must be 16, 32 or a multiple of 64");
   if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");
@@ -161,17 +161,18 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   f.resume = states.resume;
   const bool bf16 = p.dtype == DType::bf16;
   if (pv != nullptr) {
-    if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128) || (p.head_dim != 64 && p.head_dim != 128))
-      fail("cuda backend: PV-skip needs the sm90 kernel, tile_q a multiple of 128, tile_k 64 or 128, head_dim 64 or 128");
+    if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128) || p.head_dim == 256)
+      fail("cuda backend: PV-skip needs the sm90 kernel, tile_q a multiple of 128, tile_k 64 or 128, head_dim 64, 96 or 128");
     f.pv_thr = pv->thresholds;
     f.pv_vote = pv->vote_rows;
     f.pv_exempt = pv->exempt_last;
     f.pv_skipped = pv->skipped;
   }
   const int d = static_cast<int>(p.head_dim);
-  if (f.order != nullptr && use_sm90() && (d == 64 || d == 128)) {  // head dims 96 and 256: the mma.sync kernel
+  if (f.order != nullptr && use_sm90() && d != 256) {  // head dim 256: the mma.sync kernel
     const int n = dmask.order_size();
-    if (p.head_dim == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
+    if (d == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
+    else if (d == 96) bf16 ? launch_flash_sm90<__nv_bfloat16, 96>(f, n, stream) : launch_flash_sm90<__half, 96>(f, n, stream);
     else bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
     check(cudaGetLastError(), "kernel launch");
     return;

@@ -1,12 +1,13 @@
 // Tile-sparse flash attention for Hopper (sm_90a): WGMMA tensor-core products fed by a producer warpgroup
 // through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
-// blocks (mask tile_q a multiple of 128) on compute capability 9.0. Which keys a row sees, the block key end,
-// the kept-key lookup, the PV-skip vote and empty rows are spattn/mask_policy.hpp's, as in the reference.
+// blocks (mask tile_q a multiple of 128, or merged 16/32/64-row tiles) on compute capability 9.0, head dims 64, 96 and
+// 128 (96 is stored zero-padded to 128 columns: kStored). Which keys a row sees, the block key end, the kept-key lookup,
+// the PV-skip vote and empty rows are spattn/mask_policy.hpp's, as in the reference.
 //
 // CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head: a 128k-row tile's rows, or the
 // merged item of 16/32/64-row tiles (DeviceTileMask::item_rows = 128: the union of the member tiles' key tiles, each
-// with a membership byte that the producer stages next to the keys; each row masks the keys its own tile did not
-// keep, so the output is exactly the mask's). The pieces, in file order:
+// with a membership byte; per stage the producer publishes each member tile's 128-bit set of the chunk's keys, and each
+// warp masks the keys its own tile did not keep, so the output is exactly the mask's). The pieces, in file order:
 // - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, mbarriers)
 //   and its addresses at run time; Smem::init_barriers.
 // - Scheduler: work-item decoding (load: DeviceTileMask::order entry and query head → WorkItem, the sequence,
@@ -48,6 +49,10 @@ using namespace detail;
 constexpr int kBM = 128;  // query rows per CTA (2 consumer warpgroups × 64)
 constexpr int kBN = 128;  // keys per chunk
 constexpr int kThreads = 384;
+/// Columns a head of D is stored with in shared memory: D = 96 is zero-padded to 128 (the copies fill the last 32
+/// columns with zeros: they add exact zeros to Q·Kᵀ and give O columns that are not stored), 64 and 128 as they are.
+template <int D>
+constexpr int kStored = D == 96 ? 128 : D;
 constexpr int kMaxMembers = kBM / 16;               // member tiles of a merged item (16-row tiles)
 constexpr int kMemWords = kMaxMembers * kBN / 32;  // per stage: a 128-bit key set per member tile
 
@@ -183,32 +188,35 @@ struct Scheduler {
 /// 16-byte chunk c of rows r_first, r_first + kRowStep, … of every tile it fills by cp.async.
 template <class T, int D, int kStages, bool kTma, bool kMerged>
 struct Producer {
-  using P = Plan<D, kStages>;
-  static constexpr int kCols = D / 8;           // 16-byte chunks per row
+  static constexpr int kD = kStored<D>;
+  using P = Plan<kD, kStages>;
+  static constexpr int kCols = kD / 8;          // 16-byte chunks per stored row
   static constexpr int kRowStep = 128 / kCols;  // rows covered by one pass of the warpgroup
 
   const FlashParams& p;
-  const Smem<D, kStages>& sm;
+  const Smem<kD, kStages>& sm;
   const CUtensorMap& tma_k;       // 128-row boxes
   const CUtensorMap& tma_v;
   const CUtensorMap& tma_k_fine;  // tma_fine_rows-row boxes
   const CUtensorMap& tma_v_fine;
   int t, c, r_first;
+  int col;     // the first element of this thread's chunk in global memory (0 for a padding chunk)
+  int bytes;   // 16, or 0 for a padding chunk (zero-filled)
   int k_sn, v_sn;  // < 2^31 (checked on the host)
 
-  __device__ __forceinline__ Producer(const FlashParams& params, const Smem<D, kStages>& smem, const CUtensorMap& k_map,
+  __device__ __forceinline__ Producer(const FlashParams& params, const Smem<kD, kStages>& smem, const CUtensorMap& k_map,
                                       const CUtensorMap& v_map, const CUtensorMap& k_fine, const CUtensorMap& v_fine)
       : p(params), sm(smem), tma_k(k_map), tma_v(v_map), tma_k_fine(k_fine), tma_v_fine(v_fine),
-        t(static_cast<int>(threadIdx.x)), c(t % kCols), r_first(t / kCols), k_sn(static_cast<int>(params.k_sn)),
-        v_sn(static_cast<int>(params.v_sn)) {}
+        t(static_cast<int>(threadIdx.x)), c(t % kCols), r_first(t / kCols), col(c * 8 < D ? c * 8 : 0),
+        bytes(c * 8 < D ? 16 : 0), k_sn(static_cast<int>(params.k_sn)), v_sn(static_cast<int>(params.v_sn)) {}
 
   __device__ __forceinline__ void run(const Scheduler& sched) {
     int it = 0;  // chunks loaded over all items: stage it % kStages, phase (it / kStages) & 1
     for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
       const WorkItem item = sched.load(w);
       load_q(item, n);
-      const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : item.b * p.k_sb) + item.hkv * p.k_sh + item.off_kv * p.k_sn + c * 8;
-      const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : item.b * p.v_sb) + item.hkv * p.v_sh + item.off_kv * p.v_sn + c * 8;
+      const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : item.b * p.k_sb) + item.hkv * p.k_sh + item.off_kv * p.k_sn + col;
+      const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : item.b * p.v_sb) + item.hkv * p.v_sh + item.off_kv * p.v_sn + col;
       for (int chunk = 0; chunk < item.chunks; ++chunk, ++it) load_chunk(item, chunk, it, kg, vg);
     }
     cp_async_wait<0>();  // nothing left in flight when the producer exits
@@ -216,12 +224,12 @@ struct Producer {
 
   /// The item's Q block (n: the CTA's item number), once the consumers are done with the previous one's.
   __device__ __forceinline__ void load_q(const WorkItem& item, int n) {
-    const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : item.b * p.q_sb) + item.h * p.q_sh + c * 8;
+    const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : item.b * p.q_sb) + item.h * p.q_sh + col;
     mbar_wait(sm.q_empty(), (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
 #pragma unroll 4
     for (int r = r_first; r < kBM; r += kRowStep) {
       const bool ok = item.row0 + r < item.nq;
-      cp_async16(sm.q() + swizzled_offset(kBM, r, c), qg + (ok ? (item.off_q + item.row0 + r) * p.q_sn : 0), ok ? 16 : 0);
+      cp_async16(sm.q() + swizzled_offset(kBM, r, c), qg + (ok ? (item.off_q + item.row0 + r) * p.q_sn : 0), ok ? bytes : 0);
     }
     cp_async_mbar_arrive(sm.q_full());  // no wait: the first K/V chunk's loads follow right behind Q's
   }
@@ -255,18 +263,18 @@ struct Producer {
     cp_async_mbar_arrive(sm.v_full(s));
   }
 
-  /// 128 consecutive keys from j0 (keys ascend strictly): D/64 TMA boxes of 128 rows × 64 columns each for K
-  /// and V, swizzled by the copy engine exactly like the cp.async gather.
+  /// 128 consecutive keys from j0 (keys ascend strictly): kD/64 TMA boxes of 128 rows × 64 columns each for K
+  /// and V, swizzled by the copy engine exactly like the cp.async gather (columns past D are filled with zeros).
   __device__ __forceinline__ void load_tma(const WorkItem& item, int s, int j0) {
     if (t == 0) {
       const int row = static_cast<int>(item.off_kv) + j0, bb = p.cu_kv ? 0 : item.b;
-      mbar_expect_tx(sm.k_full(s), kBN * D * 2);
+      mbar_expect_tx(sm.k_full(s), kBN * kD * 2);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
+      for (int cb = 0; cb < kD / 64; ++cb)
         tma_load_4d(sm.k(s) + cb * kBN * 128, &tma_k, cb * 64, row, item.hkv, bb, sm.k_full(s));
-      mbar_expect_tx(sm.v_full(s), kBN * D * 2);
+      mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
 #pragma unroll
-      for (int cb = 0; cb < D / 64; ++cb)
+      for (int cb = 0; cb < kD / 64; ++cb)
         tma_load_4d(sm.v(s) + cb * kBN * 128, &tma_v, cb * 64, row, item.hkv, bb, sm.v_full(s));
     }
     arrive_tma(s);
@@ -278,14 +286,14 @@ struct Producer {
     if (t < 32) {
       const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
       if (t == 0) {
-        mbar_expect_tx(sm.k_full(s), kBN * D * 2);
-        mbar_expect_tx(sm.v_full(s), kBN * D * 2);
+        mbar_expect_tx(sm.k_full(s), kBN * kD * 2);
+        mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
       }
       __syncwarp();
       if (t < tiles_here) {
         const int row = static_cast<int>(item.off_kv) + keys[t * rows], bb = p.cu_kv ? 0 : item.b;
 #pragma unroll
-        for (int cb = 0; cb < D / 64; ++cb) {
+        for (int cb = 0; cb < kD / 64; ++cb) {
           const std::uint32_t at = s * P::kTile + cb * kBN * 128 + t * rows * 128;
           tma_load_4d(sm.base + P::kK + at, &tma_k_fine, cb * 64, row, item.hkv, bb, sm.k_full(s));
           tma_load_4d(sm.base + P::kV + at, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
@@ -304,14 +312,14 @@ struct Producer {
 #pragma unroll
     for (int i = 0; i < kBN / kRowStep; ++i) {
       const int j = keys[r_first + i * kRowStep];
-      cp_async16(k_dst + i * kRowStep * 128, kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? 16 : 0);
+      cp_async16(k_dst + i * kRowStep * 128, kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? bytes : 0);
     }
     mbar_arrive(sm.k_full(s));           // publishes keys[t] (release)
     cp_async_mbar_arrive(sm.k_full(s));  // completes when this thread's K copies have landed
 #pragma unroll
     for (int i = 0; i < kBN / kRowStep; ++i) {
       const int j = keys[r_first + i * kRowStep];
-      cp_async16(v_dst + i * kRowStep * 128, vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? 16 : 0);
+      cp_async16(v_dst + i * kRowStep * 128, vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? bytes : 0);
     }
     cp_async_mbar_arrive(sm.v_full(s));
   }
@@ -322,10 +330,11 @@ struct Producer {
 
 /// One consumer thread's two rows (first_row and first_row + 8, with the quad's other three threads):
 /// reduces l over the quad, normalises and stores the output (rows past the sequence are not written), and
-/// records the row statistics (finish_row).
+/// records the row statistics (finish_row). D: the head dim (acc_o holds its kStored<D> stored columns).
 template <int D>
 __device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& item, int first_row, int t4,
-                                         const float (&acc_o)[D / 2], const float (&m_run)[2], const float (&l_run)[2]) {
+                                         const float (&acc_o)[kStored<D> / 2], const float (&m_run)[2],
+                                         const float (&l_run)[2]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float l = l_run[half];
@@ -351,18 +360,19 @@ __device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& i
 /// rows' membership too (a separate instantiation, so the other paths' softmax stays as tight as it was).
 template <class T, int D, int kStages, bool kPingpong, bool kPvSkip, bool kMerged>
 struct Consumer {
-  using P = Plan<D, kStages>;
+  static constexpr int kD = kStored<D>;  // the products run over the stored columns (D = 96: 128, zero-padded)
+  using P = Plan<kD, kStages>;
   static constexpr bool kHalf = std::is_same_v<T, __half>;
 
   const FlashParams& p;
-  const Smem<D, kStages>& sm;
+  const Smem<kD, kStages>& sm;
   int cw, tw, warp, lane, g, t4;  // warpgroup (0, 1), thread in it, warp in it, lane, row and column in the quad
   std::uint32_t q_base;           // this warpgroup's 64 rows of the Q block
   int wg_row0 = 0;                // first query row of this warpgroup in the current item
   mask_policy::RowKeys<int> wg_keys;      // the keys that row sees
   mask_policy::RowKeys<int> row_keys[2];  // the keys this thread's rows (g and g + 8 of its warp's 16) see
   int member = 0;  // merged items: the member tile of this warp's 16 rows (tile_q is 16, 32 or 64)
-  float acc_o[D / 2];
+  float acc_o[kD / 2];
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
   float acc_s[64];                // S of the current chunk, then its weights
   std::uint32_t pf[kBN / 16][4];  // P of the previous chunk (A fragments of P·V), in flight with S
@@ -373,7 +383,7 @@ struct Consumer {
   unsigned long long pv_count = 0, pv_leader = 0;
   bool skip_pv = false;  // PV-skip: the previous chunk's P is all zero for this warpgroup
 
-  __device__ __forceinline__ Consumer(const FlashParams& params, const Smem<D, kStages>& smem)
+  __device__ __forceinline__ Consumer(const FlashParams& params, const Smem<kD, kStages>& smem)
       : p(params), sm(smem) {
     const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
     cw = wg - 1, tw = tid - 128 * wg, warp = tw / 32, lane = tw % 32, g = lane / 4, t4 = lane % 4;
@@ -410,7 +420,7 @@ struct Consumer {
           mask_policy::RowKeys<int>(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
     if constexpr (kMerged) member = (64 * cw + warp * 16) / p.tile_q;
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) acc_o[i] = 0.0f;
+    for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
     m_run[0] = m_run[1] = -INFINITY;
     l_run[0] = l_run[1] = 0.0f;
     skip_pv = false;
@@ -495,12 +505,12 @@ struct Consumer {
     fence_async_shared();  // the cp.async writes (generic proxy) before WGMMA reads them (async proxy)
   }
 
-  /// S = Q·Kᵀ for the chunk in stage s: 64 rows × 128 keys, D/16 k16 steps (32 bytes each inside the
+  /// S = Q·Kᵀ for the chunk in stage s: 64 rows × 128 keys, kD/16 k16 steps (32 bytes each inside the
   /// 128-byte swizzled rows, then the next 64-column block).
   __device__ __forceinline__ void issue_s(int s) {
     const std::uint32_t k_base = sm.k(s);
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
+    for (int ks = 0; ks < kD / 16; ++ks) {
       const std::uint32_t col = (ks % 4) * 32u;
       wgmma_ss_n128<kHalf>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
                            smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
@@ -508,13 +518,13 @@ struct Consumer {
     wgmma_commit();
   }
 
-  /// O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 columns of D).
+  /// O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 stored columns).
   __device__ __forceinline__ void issue_pv(int s) {
     const std::uint32_t v_base = sm.v(s);
     if (!(kPvSkip && skip_pv))
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs<kHalf, D>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
+        wgmma_rs<kHalf, kD>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
     wgmma_commit();
   }
 
@@ -646,7 +656,7 @@ struct Consumer {
   /// O *= alpha per row half (the running max moved).
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) {
+    for (int dt = 0; dt < kD / 8; ++dt) {
       acc_o[4 * dt] *= alpha[0];
       acc_o[4 * dt + 1] *= alpha[0];
       acc_o[4 * dt + 2] *= alpha[1];
@@ -667,7 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       const __grid_constant__ CUtensorMap tma_v_fine) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
-  const Smem<D, kStages> sm(smem_raw);
+  const Smem<kStored<D>, kStages> sm(smem_raw);
   const Scheduler sched(p);
   if (threadIdx.x == 0) sm.init_barriers();
   __syncthreads();
@@ -723,7 +733,7 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
 template <class T, int D, bool kTma, bool kPvSkip, bool kMerged = false>
 void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
   constexpr int kStages = 3;
-  using P = Plan<D, kStages>;
+  using P = Plan<kStored<D>, kStages>;
   auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma, kPvSkip, kMerged>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int items = order_size * (params.heads_q / params.mask_heads);
@@ -769,8 +779,10 @@ void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t s
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__half, 96>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__half, 128>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__nv_bfloat16, 64>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__nv_bfloat16, 96>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__nv_bfloat16, 128>(const FlashParams&, int, cudaStream_t);
 
 }  // namespace spattn::cuda
