@@ -99,6 +99,8 @@ const std::vector<ExecutorCase>& executor_cases() {
        DType::f16},
       {"D=96 varlen", 2, 2, 1, 150, 150, 96, 0, true, DType::bf16, Layout::bnhd, 64, 32, 0.7, DType::f32, {150, 33},
        {150, 40}},
+      {"D=256 bf16 128x128 causal GQA", 1, 4, 2, 1000, 1000, 256, 0, true, DType::bf16, Layout::bhnd, 128, 128, 0.6},
+      {"D=256 f16 128x32 non-causal Nq < Nkv", 1, 2, 1, 700, 900, 256, 0, false, DType::f16, Layout::bnhd, 128, 32, 0.5},
       {"D=96 stripes 128x1 GQA", 1, 4, 2, 700, 700, 96, 0, true, DType::bf16, Layout::bhnd, 128, 1, 0.3},
       {"D=96 f16 merged 32x32", 1, 2, 1, 600, 600, 96, 0, false, DType::f16, Layout::bhnd, 32, 32, 0.4},
       {"Dv != D", 1, 2, 2, 50, 70, 64, 128, false, DType::f16, Layout::bnhd, 32, 16, 0.7},

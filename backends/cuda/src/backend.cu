@@ -169,11 +169,12 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
     f.pv_skipped = pv->skipped;
   }
   const int d = static_cast<int>(p.head_dim);
-  if (f.order != nullptr && use_sm90() && d != 256) {  // head dim 256: the mma.sync kernel
+  if (f.order != nullptr && use_sm90()) {
     const int n = dmask.order_size();
     if (d == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
     else if (d == 96) bf16 ? launch_flash_sm90<__nv_bfloat16, 96>(f, n, stream) : launch_flash_sm90<__half, 96>(f, n, stream);
-    else bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
+    else if (d == 128) bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
+    else bf16 ? launch_flash_sm90<__nv_bfloat16, 256>(f, n, stream) : launch_flash_sm90<__half, 256>(f, n, stream);
     check(cudaGetLastError(), "kernel launch");
     return;
   }

@@ -1,8 +1,9 @@
 // Tile-sparse flash attention for Hopper (sm_90a): WGMMA tensor-core products fed by a producer warpgroup
 // through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
-// blocks (mask tile_q a multiple of 128, or merged 16/32/64-row tiles) on compute capability 9.0, head dims 64, 96 and
-// 128 (96 is stored zero-padded to 128 columns: kStored). Which keys a row sees, the block key end, the kept-key lookup,
-// the PV-skip vote and empty rows are spattn/mask_policy.hpp's, as in the reference.
+// blocks (mask tile_q a multiple of 128, or merged 16/32/64-row tiles) on compute capability 9.0, head dims 64, 96, 128
+// and 256 (96 is stored zero-padded to 128 columns: kStored; 256 streams 64-key chunks through 2 stages: kChunkKeys,
+// Plan). Which keys a row sees, the block key end, the kept-key lookup, the PV-skip vote and empty rows are
+// spattn/mask_policy.hpp's, as in the reference.
 //
 // CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head: a 128k-row tile's rows, or the
 // merged item of 16/32/64-row tiles (DeviceTileMask::item_rows = 128: the union of the member tiles' key tiles, each
@@ -14,16 +15,16 @@
 //   heads, mask row, block key end and chunk count) and the persistent snake order (item_of). Items run longest
 //   first inside each (batch, mask head), the query heads sharing a mask row next to each other (same K/V under
 //   GQA); one CTA per item, or a persistent grid for short launches (launch_kernel).
-// - Producer, warpgroup 0 (56 registers after setmaxnreg): per item load_q (cp.async), then load_chunk walks
-//   the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) 128 at a time: writes
-//   the chunk's 128 key indices, then fills a stage of a 3-deep mbarrier pipeline with those K and V rows —
-//   load_tma when they are 128 consecutive keys, load_tma_fine for whole tiles of 8 … 64 keys with every key
+// - Producer, warpgroup 0 (56 registers after setmaxnreg, 40 at D = 256): per item load_q (cp.async), then load_chunk
+//   walks the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) kBN at a time: writes
+//   the chunk's kBN key indices, then fills a stage of a 3-deep (2 at D = 256) mbarrier pipeline with those K and V
+//   rows — load_tma when they are kBN consecutive keys, load_tma_fine for whole tiles of 8 … 64 keys with every key
 //   valid (one box per tile), and otherwise load_gather, a 16-byte cp.async gather with zero-fill (stripes,
-//   causal diagonal, ends), so every tile_k (1 … 128) runs full 128-key WGMMAs. Completion is signalled on the
+//   causal diagonal, ends), so every tile_k (1 … 128) runs full kBN-key WGMMAs. Completion is signalled on the
 //   stage's K and V barriers (TMA transaction bytes, cp.async arrivals); the consumers fence the copies into
 //   the async proxy WGMMA reads.
-// - Consumer, warpgroups 1 and 2 (224 registers): 64 query rows each. Per chunk: issue_s (S = Q·Kᵀ, WGMMA
-//   m64n128k16, both operands in shared memory); softmax: causal/past-the-end masking only where the chunk
+// - Consumer, warpgroups 1 and 2 (224 registers, 232 at D = 256): 64 query rows each. Per chunk: issue_s (S = Q·Kᵀ,
+//   WGMMA m64nkBNk16, both operands in shared memory); softmax: causal/past-the-end masking only where the chunk
 //   reaches past the warpgroup's first row, optional PV-skip (SpargeAttn), the core's base-2 online softmax
 //   (Exp2Fast) in registers; pack_p; issue_pv (O += P·V, WGMMA with P from registers, V transposed from shared
 //   memory); then release the stage. run_item is the software pipeline: the softmax of chunk j overlaps P·V of
@@ -47,29 +48,35 @@ namespace {
 using namespace detail;
 
 constexpr int kBM = 128;  // query rows per CTA (2 consumer warpgroups × 64)
-constexpr int kBN = 128;  // keys per chunk
 constexpr int kThreads = 384;
+constexpr int kMaxMembers = kBM / 16;  // member tiles of a merged item (16-row tiles)
 /// Columns a head of D is stored with in shared memory: D = 96 is zero-padded to 128 (the copies fill the last 32
-/// columns with zeros: they add exact zeros to Q·Kᵀ and give O columns that are not stored), 64 and 128 as they are.
+/// columns with zeros: they add exact zeros to Q·Kᵀ and give O columns that are not stored), 64, 128, 256 as they are.
 template <int D>
 constexpr int kStored = D == 96 ? 128 : D;
-constexpr int kMaxMembers = kBM / 16;               // member tiles of a merged item (16-row tiles)
-constexpr int kMemWords = kMaxMembers * kBN / 32;  // per stage: a 128-bit key set per member tile
+/// Keys per chunk: 128, or 64 for D = 256 (two stages of 64-key K and V, 128 KB, next to the 64 KB Q block).
+template <int D>
+constexpr int kChunkKeys = D == 256 ? 64 : 128;
 
 // ----------------------------------------------------------------------------------------------------------
 // Shared memory
 
 /// Shared-memory plan (byte offsets from a 1024-aligned base).
-template <int D, int kStages>
+template <int D>
 struct Plan {
-  static constexpr int kTile = kBN * D * 2;  // one K or V stage; the Q block is the same size (kBM = kBN)
+  static constexpr int kD = kStored<D>;
+  static constexpr int kBN = kChunkKeys<D>;
+  static constexpr int kStages = D == 256 ? 2 : 3;
+  static constexpr int kMemWords = kMaxMembers * kBN / 32;  // per stage: each member tile's set of the chunk's keys
+  static constexpr int kTile = kBN * kD * 2;  // one K or V stage
   static constexpr int kQ = 0;
-  static constexpr int kK = kQ + kBM * D * 2;
+  static constexpr int kK = kQ + kBM * kD * 2;
   static constexpr int kV = kK + kStages * kTile;
   static constexpr int kKeys = kV + kStages * kTile;  // kStages × kBN key indices
-  static constexpr int kMem = kKeys + kStages * kBN * 4;  // kStages × 8 members × 4 membership words (merged items)
+  static constexpr int kMem = kKeys + kStages * kBN * 4;  // kStages × kMemWords membership words (merged items)
   static constexpr int kBars = kMem + kStages * kMemWords * 4;  // q_full, k_full[S], v_full[S], empty[S], q_empty
   static constexpr int kBytes = kBars + (2 + 3 * kStages) * 8 + 1024;  // + slack to align the base
+  static_assert(kBytes <= 227 * 1024);
 };
 
 // The device pieces below exist in the sm_90a device pass only, the one where the kernel has a body.
@@ -79,9 +86,10 @@ struct Plan {
 /// Barriers: q_full (the item's Q has landed), k_full(s) / v_full(s) (stage s's K / V rows have landed; k_full
 /// also publishes the stage's key indices), empty(s) (the consumers are done with stage s) and q_empty (the
 /// consumers are done with the item's Q).
-template <int D, int kStages>
+template <int D>
 struct Smem {
-  using P = Plan<D, kStages>;
+  using P = Plan<D>;
+  static constexpr int kBN = P::kBN, kStages = P::kStages;
   std::uint32_t base;  // the plan's 1024-aligned base (shared state space)
   int* key_base;       // kStages × kBN key indices (generic pointer)
   std::uint32_t* mem_base;  // per stage, kMemWords membership words of a merged item's keys (generic pointer)
@@ -95,8 +103,9 @@ struct Smem {
   __device__ __forceinline__ std::uint32_t k(int s) const { return base + P::kK + s * P::kTile; }
   __device__ __forceinline__ std::uint32_t v(int s) const { return base + P::kV + s * P::kTile; }
   __device__ __forceinline__ int* keys(int s) const { return key_base + s * kBN; }
-  /// Merged items: word 4·m + w holds bit b for the stage's key 32·w + b when member tile m kept that key's tile.
-  __device__ __forceinline__ std::uint32_t* mem(int s) const { return mem_base + s * kMemWords; }
+  /// Merged items: word (kBN / 32)·m + w holds bit b for the stage's key 32·w + b when member tile m kept that key's
+  /// tile.
+  __device__ __forceinline__ std::uint32_t* mem(int s) const { return mem_base + s * P::kMemWords; }
   __device__ __forceinline__ std::uint32_t q_full() const { return base + P::kBars; }
   __device__ __forceinline__ std::uint32_t k_full(int s) const { return base + P::kBars + 8u * (1 + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const { return base + P::kBars + 8u * (1 + kStages + s); }
@@ -109,7 +118,7 @@ struct Smem {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 256);  // per producer thread: a release arrive (keys) and its copies' arrive
       mbar_init(v_full(s), 128);
-      mbar_init(empty(s), 8);  // one arrival per consumer warp
+      mbar_init(empty(s), 256);  // one arrival per consumer thread (Consumer::release)
     }
     mbar_init(q_empty(), 8);  // the consumer warps are done with the item's Q
   }
@@ -134,7 +143,8 @@ struct WorkItem {
 
 /// The launch's work items: entry w / group of DeviceTileMask::order (a 128-row block of (b, mask head)), for
 /// query head w % group of the `group` query heads that share that mask head (adjacent: GQA's K/V reuse).
-/// Persistent CTAs, one per SM, each run a sequence of them (item_of).
+/// Persistent CTAs, one per SM, each run a sequence of them (item_of). kBN: keys per chunk.
+template <int kBN>
 struct Scheduler {
   const FlashParams& p;
   int group;  // query heads per mask head
@@ -186,15 +196,15 @@ struct Scheduler {
 
 /// Loads each item's Q block, then its K/V chunks into the stages of the pipeline. Thread t copies the
 /// 16-byte chunk c of rows r_first, r_first + kRowStep, … of every tile it fills by cp.async.
-template <class T, int D, int kStages, bool kTma, bool kMerged>
+template <class T, int D, bool kTma, bool kMerged>
 struct Producer {
-  static constexpr int kD = kStored<D>;
-  using P = Plan<kD, kStages>;
+  using P = Plan<D>;
+  static constexpr int kD = P::kD, kBN = P::kBN, kStages = P::kStages;
   static constexpr int kCols = kD / 8;          // 16-byte chunks per stored row
   static constexpr int kRowStep = 128 / kCols;  // rows covered by one pass of the warpgroup
 
   const FlashParams& p;
-  const Smem<kD, kStages>& sm;
+  const Smem<D>& sm;
   const CUtensorMap& tma_k;       // 128-row boxes
   const CUtensorMap& tma_v;
   const CUtensorMap& tma_k_fine;  // tma_fine_rows-row boxes
@@ -204,13 +214,13 @@ struct Producer {
   int bytes;   // 16, or 0 for a padding chunk (zero-filled)
   int k_sn, v_sn;  // < 2^31 (checked on the host)
 
-  __device__ __forceinline__ Producer(const FlashParams& params, const Smem<kD, kStages>& smem, const CUtensorMap& k_map,
+  __device__ __forceinline__ Producer(const FlashParams& params, const Smem<D>& smem, const CUtensorMap& k_map,
                                       const CUtensorMap& v_map, const CUtensorMap& k_fine, const CUtensorMap& v_fine)
       : p(params), sm(smem), tma_k(k_map), tma_v(v_map), tma_k_fine(k_fine), tma_v_fine(v_fine),
         t(static_cast<int>(threadIdx.x)), c(t % kCols), r_first(t / kCols), col(c * 8 < D ? c * 8 : 0),
         bytes(c * 8 < D ? 16 : 0), k_sn(static_cast<int>(params.k_sn)), v_sn(static_cast<int>(params.v_sn)) {}
 
-  __device__ __forceinline__ void run(const Scheduler& sched) {
+  __device__ __forceinline__ void run(const Scheduler<kBN>& sched) {
     int it = 0;  // chunks loaded over all items: stage it % kStages, phase (it / kStages) & 1
     for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
       const WorkItem item = sched.load(w);
@@ -240,13 +250,13 @@ struct Producer {
     const int s = it % kStages;
     mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
     int* keys = sm.keys(s);
-    keys[t] = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
+    if (t < kBN) keys[t] = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
     if constexpr (kMerged) {  // the members' key sets, one ballot per member and warp; published with the keys (k_full)
       const int slot = (chunk * kBN + t) / p.tile_k;
       const unsigned bits = slot < item.count ? item.members[slot] : 0u;
       for (int m = 0; m < kBM / p.tile_q; ++m) {
         const unsigned word = __ballot_sync(0xffffffffu, (bits >> m) & 1u);
-        if (t % 32 == 0) sm.mem(s)[4 * m + t / 32] = word;
+        if (t % 32 == 0 && t < kBN) sm.mem(s)[(kBN / 32) * m + t / 32] = word;
       }
     }
     producer_sync();
@@ -263,7 +273,7 @@ struct Producer {
     cp_async_mbar_arrive(sm.v_full(s));
   }
 
-  /// 128 consecutive keys from j0 (keys ascend strictly): kD/64 TMA boxes of 128 rows × 64 columns each for K
+  /// kBN consecutive keys from j0 (keys ascend strictly): kD/64 TMA boxes of kBN rows × 64 columns each for K
   /// and V, swizzled by the copy engine exactly like the cp.async gather (columns past D are filled with zeros).
   __device__ __forceinline__ void load_tma(const WorkItem& item, int s, int j0) {
     if (t == 0) {
@@ -303,23 +313,29 @@ struct Producer {
     arrive_tma(s);
   }
 
+  /// Swizzled offset of this thread's chunk c of row r_first + i·kRowStep in a stage: dst0 + i·kRowStep·128 when
+  /// kRowStep is a multiple of 8 (D ≤ 128: r % 8 is the same for all of them), else (D = 256, kRowStep 4) the
+  /// swizzle of each row.
+  __device__ __forceinline__ std::uint32_t gather_offset(std::uint32_t dst0, int i) const {
+    if constexpr (kRowStep % 8 == 0) return dst0 + i * kRowStep * 128;
+    else return swizzled_offset(kBN, r_first + i * kRowStep, c);
+  }
+
   /// Any chunk (stripes, the causal diagonal, the end of the list): 16-byte cp.async copies of the keys' rows,
-  /// zero-filled for the −1 entries. This thread copies chunk c of rows r_first + kRowStep·i: their swizzled
-  /// destinations are dst0 + i·kRowStep·128 (r % 8 is the same for all of them).
+  /// zero-filled for the −1 entries. This thread copies chunk c of rows r_first + kRowStep·i.
   __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg) {
     const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
-    const std::uint32_t k_dst = sm.k(s) + dst0, v_dst = sm.v(s) + dst0;
 #pragma unroll
     for (int i = 0; i < kBN / kRowStep; ++i) {
       const int j = keys[r_first + i * kRowStep];
-      cp_async16(k_dst + i * kRowStep * 128, kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? bytes : 0);
+      cp_async16(sm.k(s) + gather_offset(dst0, i), kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? bytes : 0);
     }
     mbar_arrive(sm.k_full(s));           // publishes keys[t] (release)
     cp_async_mbar_arrive(sm.k_full(s));  // completes when this thread's K copies have landed
 #pragma unroll
     for (int i = 0; i < kBN / kRowStep; ++i) {
       const int j = keys[r_first + i * kRowStep];
-      cp_async16(v_dst + i * kRowStep * 128, vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? bytes : 0);
+      cp_async16(sm.v(s) + gather_offset(dst0, i), vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? bytes : 0);
     }
     cp_async_mbar_arrive(sm.v_full(s));
   }
@@ -358,14 +374,16 @@ __device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& i
 /// accumulator layout), the online-softmax state and the output accumulators of the current item.
 /// kMerged: the items are merged 16/32/64-row tiles (DeviceTileMask::item_rows = 128): every chunk is masked by the
 /// rows' membership too (a separate instantiation, so the other paths' softmax stays as tight as it was).
-template <class T, int D, int kStages, bool kPingpong, bool kPvSkip, bool kMerged>
+template <class T, int D, bool kPingpong, bool kPvSkip, bool kMerged>
 struct Consumer {
-  static constexpr int kD = kStored<D>;  // the products run over the stored columns (D = 96: 128, zero-padded)
-  using P = Plan<kD, kStages>;
+  using P = Plan<D>;
+  // The products run over the stored columns (D = 96: 128, zero-padded), kBN keys per chunk.
+  static constexpr int kD = P::kD, kBN = P::kBN, kStages = P::kStages;
+  static_assert(!kPvSkip || kBN == 128, "PV-skip decides 64- or 128-key tiles inside 128-key chunks");
   static constexpr bool kHalf = std::is_same_v<T, __half>;
 
   const FlashParams& p;
-  const Smem<kD, kStages>& sm;
+  const Smem<D>& sm;
   int cw, tw, warp, lane, g, t4;  // warpgroup (0, 1), thread in it, warp in it, lane, row and column in the quad
   std::uint32_t q_base;           // this warpgroup's 64 rows of the Q block
   int wg_row0 = 0;                // first query row of this warpgroup in the current item
@@ -374,7 +392,7 @@ struct Consumer {
   int member = 0;  // merged items: the member tile of this warp's 16 rows (tile_q is 16, 32 or 64)
   float acc_o[kD / 2];
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
-  float acc_s[64];                // S of the current chunk, then its weights
+  float acc_s[kBN / 2];            // S of the current chunk, then its weights
   std::uint32_t pf[kBN / 16][4];  // P of the previous chunk (A fragments of P·V), in flight with S
   // PV-skip state: the threshold of this head, the first tile slot that may not be skipped (visited tiles —
   // those with a key before the block key end — minus the exempt last ones), this thread's share of the count.
@@ -383,7 +401,7 @@ struct Consumer {
   unsigned long long pv_count = 0, pv_leader = 0;
   bool skip_pv = false;  // PV-skip: the previous chunk's P is all zero for this warpgroup
 
-  __device__ __forceinline__ Consumer(const FlashParams& params, const Smem<kD, kStages>& smem)
+  __device__ __forceinline__ Consumer(const FlashParams& params, const Smem<D>& smem)
       : p(params), sm(smem) {
     const int tid = static_cast<int>(threadIdx.x), wg = tid / 128;
     cw = wg - 1, tw = tid - 128 * wg, warp = tw / 32, lane = tw % 32, g = lane / 4, t4 = lane % 4;
@@ -394,7 +412,7 @@ struct Consumer {
   // while the other's GEMMs use the tensor cores. Named barrier 2 + cw is "warpgroup cw may issue"; the
   // other warpgroup arrives on it after issuing its own. Warpgroup 0 goes first; both run the same number
   // of turns per item, so the alternation carries over from item to item.
-  __device__ __forceinline__ void run(const Scheduler& sched) {
+  __device__ __forceinline__ void run(const Scheduler<kBN>& sched) {
     if (kPingpong && cw == 1) named_arrive(2, 256);
     int it = 0;  // chunks consumed over all items
     for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
@@ -485,7 +503,7 @@ struct Consumer {
       const bool skip_next = softmax(item, s, chunk, alpha);
       wgmma_wait<0>();
       skip_pv = skip_next;
-      if (lane == 0) mbar_arrive(sm.empty(prev));
+      release(prev);
       rescale_o(alpha);
       pack_p();
     }
@@ -495,9 +513,15 @@ struct Consumer {
       wgmma_fence();
       issue_pv(last);
       wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(sm.empty(last));
+      release(last);
     }
   }
+
+  /// This thread is done with stage s (its key indices and membership words included): it arrives on the stage's
+  /// empty barrier itself, so each thread's reads are ordered before the producer's next writes by its own release
+  /// (one arrival per warp, after a __syncwarp, left compute-sanitizer racecheck reporting hazards on the key
+  /// indices with 2 stages).
+  __device__ __forceinline__ void release(int s) const { mbar_arrive(sm.empty(s)); }
 
   /// Waits for a stage barrier of global chunk gi (chunk index over all items).
   __device__ __forceinline__ void wait_full(std::uint32_t bar, int gi) const {
@@ -505,14 +529,14 @@ struct Consumer {
     fence_async_shared();  // the cp.async writes (generic proxy) before WGMMA reads them (async proxy)
   }
 
-  /// S = Q·Kᵀ for the chunk in stage s: 64 rows × 128 keys, kD/16 k16 steps (32 bytes each inside the
+  /// S = Q·Kᵀ for the chunk in stage s: 64 rows × kBN keys, kD/16 k16 steps (32 bytes each inside the
   /// 128-byte swizzled rows, then the next 64-column block).
   __device__ __forceinline__ void issue_s(int s) {
     const std::uint32_t k_base = sm.k(s);
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const std::uint32_t col = (ks % 4) * 32u;
-      wgmma_ss_n128<kHalf>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
+      wgmma_ss<kHalf, kBN>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
                            smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
     }
     wgmma_commit();
@@ -634,9 +658,18 @@ struct Consumer {
   /// member's 128-bit key set of the stage; nothing to do (a warp-uniform branch) when the member kept every key.
   /// Score (nt, e) of this thread is key c = 8·nt + 2·t4 + e: bit (nt % 4)·8 + e of word nt / 4 shifted by 2·t4.
   __device__ __forceinline__ void mask_members(int s) {
-    const uint4 w = *reinterpret_cast<const uint4*>(sm.mem(s) + 4 * member);
-    if ((w.x & w.y & w.z & w.w) == 0xffffffffu) return;
-    const std::uint32_t word[4] = {w.x >> (2 * t4), w.y >> (2 * t4), w.z >> (2 * t4), w.w >> (2 * t4)};
+    std::uint32_t word[kBN / 32];
+    if constexpr (kBN == 128) {
+      const uint4 w = *reinterpret_cast<const uint4*>(sm.mem(s) + 4 * member);
+      if ((w.x & w.y & w.z & w.w) == 0xffffffffu) return;
+      word[0] = w.x, word[1] = w.y, word[2] = w.z, word[3] = w.w;
+    } else {
+      const uint2 w = *reinterpret_cast<const uint2*>(sm.mem(s) + 2 * member);
+      if ((w.x & w.y) == 0xffffffffu) return;
+      word[0] = w.x, word[1] = w.y;
+    }
+#pragma unroll
+    for (int i = 0; i < kBN / 32; ++i) word[i] >>= 2 * t4;
 #pragma unroll
     for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
@@ -670,25 +703,26 @@ struct Consumer {
 // ----------------------------------------------------------------------------------------------------------
 // Kernel
 
-template <class T, int D, int kStages, bool kPingpong, bool kTma, bool kPvSkip, bool kMerged>
+template <class T, int D, bool kPingpong, bool kTma, bool kPvSkip, bool kMerged>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
                       const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_k_fine,
                       const __grid_constant__ CUtensorMap tma_v_fine) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
-  const Smem<kStored<D>, kStages> sm(smem_raw);
-  const Scheduler sched(p);
+  const Smem<D> sm(smem_raw);
+  const Scheduler<kChunkKeys<D>> sched(p);
   if (threadIdx.x == 0) sm.init_barriers();
   __syncthreads();
 
   if (threadIdx.x / 128 == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
-    Producer<T, D, kStages, kTma, kMerged> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
+    // D = 256: the consumers' 128 output accumulators need more (128 × 40 + 256 × 232 ≤ 65536, like 56 / 224).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(D == 256 ? 40 : 56));
+    Producer<T, D, kTma, kMerged> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
     producer.run(sched);
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
-    Consumer<T, D, kStages, kPingpong, kPvSkip, kMerged> consumer(p, sm);
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(D == 256 ? 232 : 224));
+    Consumer<T, D, kPingpong, kPvSkip, kMerged> consumer(p, sm);
     consumer.run(sched);
   }
 #else
@@ -732,9 +766,8 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
 
 template <class T, int D, bool kTma, bool kPvSkip, bool kMerged = false>
 void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
-  constexpr int kStages = 3;
-  using P = Plan<kStored<D>, kStages>;
-  auto kernel = flash_sm90_kernel<T, D, kStages, true, kTma, kPvSkip, kMerged>;
+  using P = Plan<D>;
+  auto kernel = flash_sm90_kernel<T, D, true, kTma, kPvSkip, kMerged>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int items = order_size * (params.heads_q / params.mask_heads);
   int dev = 0, sms = 0;
@@ -764,25 +797,30 @@ void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t s
   FlashParams f = params;
   const int fine = params.tile_k;
   const bool tma = std::getenv("SPATTN_CUDA_NO_TMA") == nullptr &&
-                   make_map(maps[0], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, kBN) &&
-                   make_map(maps[1], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, kBN);
+                   make_map(maps[0], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, kChunkKeys<D>) &&
+                   make_map(maps[1], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, kChunkKeys<D>);
   f.tma_fine_rows = 0;
   if (tma && (fine == 8 || fine == 16 || fine == 32 || fine == 64) &&
       make_map(maps[2], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, fine) &&
       make_map(maps[3], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, fine))
     f.tma_fine_rows = fine;
-  const bool pv = f.pv_thr != nullptr;
-  if (f.item_rows == 128)  // merged 16/32/64-row tiles (no PV-skip: it needs 128k-row tiles)
+  if (f.item_rows == 128) {  // merged 16/32/64-row tiles (no PV-skip: it needs 128k-row tiles)
     tma ? launch_kernel<T, D, true, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false, true>(f, maps, order_size, stream);
-  else if (tma) pv ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, true, false>(f, maps, order_size, stream);
-  else pv ? launch_kernel<T, D, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false>(f, maps, order_size, stream);
+  } else if (f.pv_thr != nullptr) {
+    if constexpr (kChunkKeys<D> == 128)  // PV-skip needs 128-key chunks; the backend refuses it at D = 256
+      tma ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, true>(f, maps, order_size, stream);
+  } else {
+    tma ? launch_kernel<T, D, true, false>(f, maps, order_size, stream) : launch_kernel<T, D, false, false>(f, maps, order_size, stream);
+  }
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__half, 96>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__half, 128>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__half, 256>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__nv_bfloat16, 64>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__nv_bfloat16, 96>(const FlashParams&, int, cudaStream_t);
 template void launch_flash_sm90<__nv_bfloat16, 128>(const FlashParams&, int, cudaStream_t);
+template void launch_flash_sm90<__nv_bfloat16, 256>(const FlashParams&, int, cudaStream_t);
 
 }  // namespace spattn::cuda
