@@ -27,6 +27,15 @@ SPATTN_INLINE float bits_to_float(std::uint32_t u) {
   return x;
 }
 
+/// Rounding to the nearest integer (ties to even) by the magic number 1.5·2²³: for |x| < 2²², x + kRoundMagic lies in
+/// [2²³, 2²⁴), where the float spacing is 1, so its rounded sum is RNE(x) + 1.5·2²³ exactly; RNE(x) is that sum minus
+/// kRoundMagic (exact), and magic_int reads it from the sum's bits. The one definition of the trick: exp2_det's
+/// exponent, SALE's certified rounding (round_certified) and its folded bias.
+inline constexpr float kRoundMagic = 12582912.0f;
+SPATTN_INLINE std::int32_t magic_int(float sum) {
+  return static_cast<std::int32_t>(float_to_bits(sum) - 0x4B400000u);
+}
+
 /// Set bits of a 64-bit word (a bitset row's popcount, FG-Attn's XOR distance).
 SPATTN_INLINE int popcount64(std::uint64_t x) {
 #if defined(__CUDA_ARCH__)
@@ -141,9 +150,8 @@ SPATTN_INLINE float fma_f32(float a, float b, float c) {
 SPATTN_INLINE float exp2_det(float x) {
   float xc = x < -151.0f ? -151.0f : x;
   xc = xc > 128.0f ? 128.0f : xc;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer (RNE)
-  const float t = xc + kRound;
-  const float n = t - kRound;
+  const float t = xc + kRoundMagic;  // n = RNE(xc)
+  const float n = t - kRoundMagic;
   const float r = xc - n;  // exact, in [-0.5, 0.5]
   // c_k = ln2^k / k!
   float p = 1.52527338e-5f;
@@ -155,7 +163,7 @@ SPATTN_INLINE float exp2_det(float x) {
   p = fma_f32(p, r, 6.93147181e-1f);
   p = fma_f32(p, r, 1.0f);
   // n read from t's mantissa (no float -> int conversion, which is undefined for NaN).
-  const std::int32_t ni = static_cast<std::int32_t>(float_to_bits(t) - 0x4b400000u);
+  const std::int32_t ni = magic_int(t);
   const std::int32_t a = ni >> 1;  // ni ∈ [-151, 128] → a, ni - a ∈ [-76, 64]: both normal powers of two
   const std::int32_t b = ni - a;
   const float result = (p * bits_to_float(static_cast<std::uint32_t>(a + 127) << 23)) *

@@ -107,11 +107,11 @@ SPATTN_INLINE float threshold(const SoftmaxState& sink_local, float tau, float s
 /// whose ulp is 1: its bits minus those of 1.5·2²³; |qf − RNE(qf)| and its distance to 1/2 are exact.
 SPATTN_INLINE bool round_certified(float qf, float rel, std::int32_t& out) {
   if (!(qf > -4194304.0f && qf < 4194304.0f)) return false;
-  const float t = qf + 12582912.0f;
-  const float r = t - 12582912.0f;
+  const float t = qf + kRoundMagic;
+  const float r = t - kRoundMagic;
   const float off = (qf > r ? qf - r : r - qf) - 0.5f;  // minus the distance to the nearest half-integer
   if (!((off < 0.0f ? -off : off) > rel * (qf < 0.0f ? -qf : qf))) return false;
-  out = static_cast<std::int32_t>(float_to_bits(t) - 0x4B400000u);
+  out = magic_int(t);
   return true;
 }
 
@@ -211,7 +211,7 @@ SPATTN_INLINE bool folded_bias_ok(float rcp, float qmk_bound) {
 }
 /// The integer nearest qmk·rcp: RN(qmk·rcp + 1.5·2²³) has ulp 1 for |qmk·rcp| < 2²², so its bits carry it.
 SPATTN_INLINE std::int32_t folded_bias(float qmk, float rcp) {
-  return static_cast<std::int32_t>(float_to_bits(fma_f32(qmk, rcp, 12582912.0f)) - 0x4B400000u);
+  return magic_int(fma_f32(qmk, rcp, kRoundMagic));
 }
 /// +1: the row group surely has an estimate ≥ thr (selected); −1: surely none; 0: the exact rules must decide.
 /// best: the largest acc + folded_bias over the group's valid pairs of unit `unit` (folded_bias_ok held).
