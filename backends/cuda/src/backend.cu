@@ -66,10 +66,10 @@ std::vector<std::string> executor_not_supported_reasons(const Problem& p, const 
   }
   if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
-  const bool sm90_dim = p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128;
-  if ((!sm90_dim && p.head_dim != 96 && p.head_dim != 256) || p.dim_v() != p.head_dim)
+  const bool pv_dim = p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128;  // PV-skip: 128-key chunks
+  if ((!pv_dim && p.head_dim != 256) || p.dim_v() != p.head_dim)
     why.push_back("head_dim must be 64, 96, 128 or 256 with head_dim_v = head_dim");
-  if (pv_skip_requested(options) && !sm90_dim) why.push_back("PV-skip in the CUDA kernel needs head_dim 64, 96 or 128");
+  if (pv_skip_requested(options) && !pv_dim) why.push_back("PV-skip in the CUDA kernel needs head_dim 64, 96 or 128");
   if (shape.tile_q % 64 != 0 && shape.tile_q != 16 && shape.tile_q != 32)
     why.push_back("mask tile_q must be 16, 32 or a multiple of 64");
   if (p.seqlen_q > (1 << 30) || p.seqlen_kv > (1 << 30)) why.push_back("sequence lengths must be < 2^30");

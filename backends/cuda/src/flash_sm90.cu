@@ -40,6 +40,7 @@
 
 #include "device_common.cuh"
 #include "sm90.cuh"
+#include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
 
 namespace spattn::cuda {
@@ -807,8 +808,10 @@ void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t s
   if (f.item_rows == 128) {  // merged 16/32/64-row tiles (no PV-skip: it needs 128k-row tiles)
     tma ? launch_kernel<T, D, true, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false, true>(f, maps, order_size, stream);
   } else if (f.pv_thr != nullptr) {
-    if constexpr (kChunkKeys<D> == 128)  // PV-skip needs 128-key chunks; the backend refuses it at D = 256
+    if constexpr (kChunkKeys<D> == 128)
       tma ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, true>(f, maps, order_size, stream);
+    else  // the backend refuses PV-skip at D = 256 before this; never launch nothing silently
+      fail("cuda backend: PV-skip needs 128-key chunks (head_dim 64, 96 or 128)");
   } else {
     tma ? launch_kernel<T, D, true, false>(f, maps, order_size, stream) : launch_kernel<T, D, false, false>(f, maps, order_size, stream);
   }
