@@ -137,18 +137,23 @@ std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
     bf.gamma = 0.9f;
     arms.emplace_back("bfla gamma 0.9", bf);
     anchor_attn::Config an;  // defaults: groups of 2048 rows (128 × 16), θ = 12 nats, 128 sink keys
-    arms.emplace_back("anchor theta 12", an);
-    an.theta = 8.0f;
-    arms.emplace_back("anchor theta 8", an);
-    an.theta = 4.0f;
-    arms.emplace_back("anchor theta 4", an);
+    for (const float theta : {12.0f, 11.0f, 10.0f, 9.0f, 8.0f, 4.0f}) {  // the default, and toward rel L1 1e-2 and past
+      an.theta = theta;
+      char name[32];
+      std::snprintf(name, sizeof name, "anchor theta %g", static_cast<double>(theta));
+      arms.emplace_back(name, an);
+    }
     sale::Config sa;  // defaults: int4 codes (run as int8 on the tensor cores), τ = 0.004, 128 local keys
     arms.emplace_back("sale int4 tau 0.004", sa);
     sa.bits = 8;
     arms.emplace_back("sale int8 tau 0.004", sa);
     sa.bits = 4;
-    sa.tau = {0.05f};
-    arms.emplace_back("sale int4 tau 0.05", sa);
+    for (const float tau : {0.008f, 0.015f, 0.025f, 0.05f}) {  // toward rel L1 1e-2 and past
+      sa.tau = {tau};
+      char name[32];
+      std::snprintf(name, sizeof name, "sale int4 tau %g", static_cast<double>(tau));
+      arms.emplace_back(name, sa);
+    }
   } else {
     fg_attn::Config fg;  // defaults: 32 × 32 tiles, top-p 0.9 (the paper's)
     arms.emplace_back("fgattn 32x32 p 0.9", fg);
@@ -225,8 +230,8 @@ int main(int argc, char** argv) {
       }
       cuda::Plan plan(config, p);
       // est: the selection alone; attend: the executor over all of it. e2e: Plan::run, where a method whose
-      // estimator computes part of the answer (AnchorAttention's anchor region) has the executor resume from it —
-      // then est+ / rest: that estimate (with its part of O) and the resumed executor, separately.
+      // estimator computes part of the answer (AnchorAttention's anchor region, SALE's sink-local region) has the
+      // executor resume from it — then est+ / rest: that estimate (with its part of O) and the resumed executor.
       const float est = median_ms([&] { plan.estimate(q, k); });
       const float att = median_ms([&] { plan.attend(q, k, v, o); });
       const float est_part = median_ms([&] { plan.estimate(q, k, v, o); });

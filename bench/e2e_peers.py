@@ -1,4 +1,4 @@
-"""Peers of bench/e2e_bench.cpp in the same session (PERF.md): cuDNN SDPA dense (bf16, B = 1, Hq = 32; llm:
+"""Peers of bench/e2e_bench.cpp in the same session (PERF.md): cuDNN and flash (FA2) SDPA dense (bf16, B = 1, Hq = 32; llm:
 causal, K/V heads expanded from 8 to 32; video: non-causal, 32 K/V heads) and FlexAttention given each spattn mask
 the way its users build one: create_block_mask from a mask function (tile lookup in the mask's bitmap, AND causal
 for llm), its build time counted. CUDA events; median of 10 (the mask build: median of 3).
@@ -30,9 +30,10 @@ def main():
         q = torch.randn(1, H, n, D, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(1, HKV, n, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         ke, ve = k.repeat_interleave(H // HKV, dim=1), v.repeat_interleave(H // HKV, dim=1)
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            ms = timed(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal))
-        print(f"{n:<7} {'sdpa cudnn dense':<40} {0:9.3f} {ms:9.3f} {ms:9.3f}", flush=True)
+        for name, backend in (("sdpa cudnn dense", SDPBackend.CUDNN_ATTENTION), ("sdpa flash (FA2) dense", SDPBackend.FLASH_ATTENTION)):
+            with sdpa_kernel(backend):
+                ms = timed(lambda: F.scaled_dot_product_attention(q, ke, ve, is_causal=causal))
+            print(f"{n:<7} {name:<40} {0:9.3f} {ms:9.3f} {ms:9.3f}", flush=True)
         for path in sorted(glob.glob(os.path.join(mask_dir, f"mask_{n}_*.npy"))):
             tq, tk = (int(x) for x in os.path.basename(path).split("_")[2].split("x"))
             bits = torch.from_numpy(np.load(path)).to("cuda").bool()

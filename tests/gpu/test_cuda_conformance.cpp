@@ -555,6 +555,60 @@ TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within th
 
 /// sparse_attention() on CUDA tensors runs the device pipeline (mask never on the host between the stages); its
 /// mask equals the reference estimator's and its output the reference executor's over that mask.
+/// The estimators whose exact pass becomes part of the answer (SALE's sink-local region, AnchorAttention's anchor
+/// region) over their cases of the shared estimator table (odd N, GQA, Nq < Nkv, varlen, fp16/bf16, D 64/128):
+/// Plan::run — the pass as the executor over its region (O and the row states), then the executor resuming every row
+/// over the rest of the selection — gives (a) a selection (covered ∪ rest) that decides as the plain estimate does, up
+/// to the few decisions that the two passes' rounding can flip (the thresholds come from states summed by different
+/// kernels), and (b) the reference executor's output over that selection, within the dtype tolerance (O poisoned first;
+/// a tile both covered and in the rest would count twice and fail it), with its visited-tile count.
+TEST_CASE("Plan resumed from the estimator's exact pass (SALE, AnchorAttention): output equals the reference's") {
+  CudaMemory memory;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const bool resuming = std::holds_alternative<sale::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config);
+    if (!resuming) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const DeviceCase device_case(c, memory);
+    const auto& [in, q, k, cu_q, cu_kv] = device_case;
+    const Problem& p = in.problem;
+    if (!cuda::Plan::not_supported_reasons(c.config, p).empty()) continue;  // e.g. D = 256 for SALE
+    HostTensor v_host(p.dtype, in.k.batch(), in.k.heads(), in.k.seqlen(), p.dim_v());
+    fill_random(v_host);
+    const TensorView v = memory.upload(v_host);
+    HostTensor got(DType::f32, in.q.batch(), in.q.heads(), in.q.seqlen(), p.dim_v()), want = got;
+    const TensorView o = memory.poisoned_like(got);
+    cuda::Plan plan(c.config, p);
+    plan.estimate(q, k, nullptr);
+    const TileMask plain = plan.selection(nullptr);
+    plan.run(q, k, v, o, nullptr);
+    const TileMask rest = plan.mask().download(nullptr);
+    const TileMask mask = plan.selection(nullptr, &rest);
+    REQUIRE(mask.shape == plain.shape);
+    memory.download(o, got);
+    std::int64_t covered = 0;  // tiles of the selection that the resumed executor did not visit
+    for (std::int64_t r = 0; r < mask.shape.num_rows(); ++r)
+      covered += (mask.row_ptr[r + 1] - mask.row_ptr[r]) - (rest.row_ptr[r + 1] - rest.row_ptr[r]);
+    CHECK(covered > 0);
+    const std::vector<std::uint8_t> a = mask.to_bitmap(), b = plain.to_bitmap();
+    std::int64_t differing = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) differing += a[i] != b[i] ? 1 : 0;
+    const std::int64_t decisions = static_cast<std::int64_t>(a.size());
+    CHECK(differing * 100 <= decisions);
+    const AttendStats ra = reference::attend(p, in.q.view(), in.k.view(), v_host.view(), mask, want.view());
+    double worst = 0;
+    CHECK(mismatches(got, want, p.dtype, worst) == 0);
+    CHECK(plan.stats(nullptr, &mask).visited_tiles == ra.visited_tiles);
+    MESSAGE(case_name << ": " << covered << " tiles covered by the estimator's pass, " << rest.stats().kept_tiles
+                      << " by the resumed executor; " << differing << " of " << decisions
+                      << " decisions differ from the plain estimate; worst |err| " << worst);
+    ++ran;
+  }
+  MESSAGE(ran << " resumed SALE / AnchorAttention cases");
+  CHECK(ran >= 10);  // 6 SALE cases (not D = 256) and 4 AnchorAttention cases at this writing
+}
+
 TEST_CASE("sparse_attention() on CUDA tensors: device estimate → attend equals the reference") {
   CudaMemory memory;
   const auto sparge_of = [](std::int32_t block_q, std::int32_t block_k, float topk) {

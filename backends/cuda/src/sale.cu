@@ -7,8 +7,11 @@
 //      over a mask that lists, per (batch, query head, 64-row block) with candidates, key block 0 and the local blocks
 //      [candidate_end(S), n_max); the kernel's causal rule clips each row exactly as sale::sink_local_region. That mask
 //      depends on the shape and the per-head τ only, so it is built on the host and uploaded once, with the estimator.
-//      The pass scores q·k, the reference q·k' (k' = k − μ_k): the states are moved into the reference's domain by
-//      m −= scale·log2e·(q·μ_k) in step 4 (l is relative to m and does not change);
+//      The pass scores q·k, the reference q·k' (k' = k − μ_k): step 4 writes the states in the reference's domain,
+//      m −= scale·log2e·(q·μ_k) (l is relative to m and does not change), into a second array. Resumed
+//      (run_resumed: Plan::run), this step is the executor itself over that mask — P·V too, O and the q·k states
+//      written — and the executor then resumes every row from them over the kept candidates only (AttendOptions::
+//      resume): the sink-local tiles are computed once, and are part of the answer;
 //   3. K': per 32-key block of a (batch, KV head), k' = k − μ_k (subtract_mean's op), group amax over the group's valid
 //      keys, sale::group_scale / quant_code: codes and scales bit-identical to reference::sale_quantize_k; and the
 //      per-key bias qmk_j = dot_lanes8(μ_q, k'_j) of every query head of the GQA group (the core's fixed order);
@@ -33,8 +36,8 @@
 //      only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|,
 //      an atomic max of step 3). The decision is the same. The GroupMax path divides once per thread and block
 //      (sale::bias_units with the unit's reciprocal).
-//      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks — into
-//      the DeviceTileMask, and build_work_order follows.
+//      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks (resumed:
+//      the kept candidates only) — into the DeviceTileMask, and build_work_order follows.
 // Bit-identical to the reference: codes, scales, qmk, and every margin and decision GIVEN the sink-local states (tests/
 // gpu: reference::sale_select over the device's states). The states themselves are tensor-core sums in another order
 // than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
@@ -57,7 +60,7 @@
 // sm80/sm89.
 // Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes, scales, qmk B·Hq·Nkv floats and its
 // max |qmk| per (batch, query head),
-// sink-local states B·Hq·Nq, the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
+// sink-local states 2·B·Hq·Nq (q·k and q·k'), the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -134,7 +137,8 @@ struct Workspace {
   float* k_scale;         ///< [(b·Hkv + h)·ldk + j]
   float* qmk;             ///< [(b·Hq + h)·ldk + j]
   unsigned* qmk_abs_max;  ///< [b·Hq + h]: the bits of max_j |qmk_j| (non-negative floats order as their bits; NaN last)
-  SoftmaxState* state;    ///< [(b·Hq + h)·Nq + i]
+  const SoftmaxState* raw_state;  ///< [(b·Hq + h)·Nq + i]: step 2's sink-local states over q·k (the executor's domain)
+  SoftmaxState* state;            ///< [(b·Hq + h)·Nq + i]: the same in the reference's domain q·k' (step 4)
   float* margins;         ///< [((b·Hq + h)·Tq + t)·Tk + j], or null
 };
 
@@ -219,11 +223,12 @@ __global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geome
   const std::int64_t row0 = static_cast<std::int64_t>(bh) * g.seqs.nq + first;
   detail::stage_rows(q, b, h, first, rows, D, [&](int r, int c, float v) { s_q[r * kLd + c] = v; });
   __syncthreads();
-  // The statistics pass scored q·k; the reference's sink-local scores are q·k' = q·k − q·μ_k.
+  // The statistics pass scored q·k; the reference's sink-local scores are q·k' = q·k − q·μ_k. (A separate array: the
+  // raw states are also what a resumed executor starts from.)
   const float* mu_k = w.mu_k + (static_cast<std::int64_t>(b) * g.heads_kv + h / g.ratio) * D;
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    SoftmaxState& s = w.state[row0 + r];
-    s.m = s.m - dot_lanes8(s_q + r * kLd, mu_k, D) * g.scale_log2;  // −∞ (no statistics) stays −∞
+    const SoftmaxState raw = w.raw_state[row0 + r];
+    w.state[row0 + r] = {raw.m - dot_lanes8(s_q + r * kLd, mu_k, D) * g.scale_log2, raw.l};  // −∞ (no statistics) stays −∞
   }
   __syncthreads();
   const float* mu = w.mu_q + static_cast<std::int64_t>(bh) * D;
@@ -265,6 +270,9 @@ struct MaskOut {
   const std::int64_t* row_begin;
   std::int64_t* row_end;
   std::int32_t* tiles;
+  /// Rows with candidates also list block 0 and the local blocks; false: the kept candidates only (the sink-local
+  /// region was the resumed executor's first call: run_resumed).
+  bool with_region;
 };
 
 /// Candidate-kernel shared memory. mma.sync: code rows padded to D + 16 bytes, so the 8 rows an ldmatrix reads fall in
@@ -581,22 +589,26 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
       s_keep[hh][c] = keep;
     }
     __syncthreads();
-    if (tid < HPC) {  // append the head's kept blocks, ascending, after block 0
-      std::int32_t* o = out.tiles + out.row_begin[row_of(tid)];
+    if (tid < HPC) {  // append the head's kept blocks, ascending, after block 0 (if listed)
+      std::int32_t* o = out.tiles + out.row_begin[row_of(tid)] + (out.with_region ? 1 : 0);
       int kept = s_kept[tid];
       for (int c = 0; c < kSeg; ++c)
-        if (s_keep[tid][c]) o[1 + kept++] = static_cast<std::int32_t>(block0 + c);
+        if (s_keep[tid][c]) o[kept++] = static_cast<std::int32_t>(block0 + c);
       s_kept[tid] = kept;
     }
     // The next step's prefetch refills the other buffer, which every warp finished before the barrier above.
   }
   detail::cp_async_wait<0>();
   __syncthreads();
-  // Block 0 and the local blocks [candidate_end, n_max) after the kept candidates.
+  // Block 0 and the local blocks [candidate_end, n_max) around the kept candidates (unless the region was resumed).
 #pragma unroll
   for (int hh = 0; hh < HPC; ++hh) {
     if (segs[hh] == 0) continue;
     std::int32_t* o = out.tiles + out.row_begin[row_of(hh)];
+    if (!out.with_region) {
+      if (tid == 0) out.row_end[row_of(hh)] = out.row_begin[row_of(hh)] + s_kept[hh];
+      continue;
+    }
     const std::int64_t cand_end = sale::candidate_end(segs[hh]), at = 1 + s_kept[hh];
     for (std::int64_t j = cand_end + tid; j < n_max; j += kThreads) o[at + j - cand_end] = static_cast<std::int32_t>(j);
     if (tid == 0) {
@@ -610,7 +622,8 @@ class SaleEstimatorImpl final : public SaleEstimator {
  public:
   SaleEstimatorImpl(const sale::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv,
                     bool keep_margins)
-      : c_(c), p_(p), shape_(MaskShape::of(p, kBQ, kBK)), region_(sink_local_mask(p, c)), cu_q_(cu_q), cu_kv_(cu_kv) {
+      : c_(c), p_(p), shape_(MaskShape::of(p, kBQ, kBK)), region_host_(sink_local_mask(p, c)), region_(region_host_),
+        cu_q_(cu_q), cu_kv_(cu_kv) {
     g_.seqs = Seqs::of(p, cu_q, cu_kv);
     g_.heads_q = static_cast<int>(p.heads_q);
     g_.heads_kv = static_cast<int>(p.heads_kv);
@@ -641,6 +654,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     k_scale_.allocate(bhk * static_cast<std::size_t>(g_.ldk));
     qmk_.allocate(bhq * static_cast<std::size_t>(g_.ldk));
     qmk_abs_max_.allocate(bhq);
+    raw_state_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
     state_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
     if (keep_margins) margins_.allocate(static_cast<std::size_t>(shape_.num_rows() * shape_.num_k_tiles()));
     empty_.allocate(1);
@@ -651,13 +665,21 @@ class SaleEstimatorImpl final : public SaleEstimator {
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
     return tau_.bytes() + partial_q_.bytes() + partial_k_.bytes() + mu_q_.bytes() + mu_k_.bytes() + q_codes_.bytes() +
-           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + state_.bytes() +
-           margins_.bytes() + empty_.bytes() + region_.bytes();
+           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + raw_state_.bytes() +
+           state_.bytes() + margins_.bytes() + empty_.bytes() + region_.bytes();
   }
+  /// Step 2 is the executor's statistics pass (no V, no O); the mask gets the whole selection.
   void run(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) override {
-    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, mask, stream);
-    else launch<__half>(q, k, mask, stream);
+    run_with(q, k, nullptr, nullptr, mask, stream);
   }
+  /// Step 2 is the executor over the sink-local region (O and the raw states written: the answer's part over it);
+  /// the mask gets the kept candidates only, and the executor resumes the rows from resume_states().
+  void run_resumed(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                   DeviceTileMask& mask, cudaStream_t stream) override {
+    run_with(q, k, &v, &o, mask, stream);
+  }
+  const TileMask* covered() const override { return &region_host_; }
+  const SoftmaxState* resume_states() const override { return raw_state_.ptr; }
 
   Quantized q_codes(std::int64_t b, std::int64_t h, cudaStream_t stream) const override {
     const std::int64_t first = (b * p_.heads_q + h) * p_.seqlen_q;
@@ -685,7 +707,8 @@ class SaleEstimatorImpl final : public SaleEstimator {
       if (a.ptr) check(cudaMemset(a.ptr, 0xff, a.bytes()), "cudaMemset");
     };
     poison(partial_q_), poison(partial_k_), poison(mu_q_), poison(mu_k_), poison(q_codes_), poison(q_scale_);
-    poison(k_codes_), poison(k_scale_), poison(qmk_), poison(qmk_abs_max_), poison(state_), poison(margins_);
+    poison(k_codes_), poison(k_scale_), poison(qmk_), poison(qmk_abs_max_), poison(raw_state_), poison(state_);
+    poison(margins_);
     check(cudaDeviceSynchronize(), "synchronize");
   }
 
@@ -735,8 +758,16 @@ class SaleEstimatorImpl final : public SaleEstimator {
     });
   }
 
+  /// v, o: null for run(), the tensors of run_resumed().
+  void run_with(const TensorView& q, const TensorView& k, const TensorView* v, const TensorView* o,
+                DeviceTileMask& mask, cudaStream_t stream) {
+    if (p_.dtype == DType::bf16) launch<__nv_bfloat16>(q, k, v, o, mask, stream);
+    else launch<__half>(q, k, v, o, mask, stream);
+  }
+
   template <class T>
-  void launch(const TensorView& q, const TensorView& k, DeviceTileMask& mask, cudaStream_t stream) {
+  void launch(const TensorView& q, const TensorView& k, const TensorView* v, const TensorView* o, DeviceTileMask& mask,
+              cudaStream_t stream) {
     if (g_.tq == 0) return;
     const auto bq = static_cast<unsigned>(p_.batch);
     const int hq = g_.heads_q, hkv = g_.heads_kv, d = static_cast<int>(p_.head_dim);
@@ -748,9 +779,12 @@ class SaleEstimatorImpl final : public SaleEstimator {
     detail::chunk_sum_kernel<T><<<dim3(k_chunks_, bq * hkv), d, chunk_bytes, stream>>>(kr, g_.seqs, false, hkv, d, k_chunks_, partial_k_.ptr);
     detail::sequence_mean_kernel<><<<bq * hkv, 128, 0, stream>>>(partial_k_.ptr, g_.seqs, false, hkv, d, k_chunks_, mu_k_.ptr);
     check(cudaMemsetAsync(empty_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
-    state_pass_async(p_, q, k, region_, state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
-    Workspace w{mu_q_.ptr,    mu_k_.ptr, q_codes_.ptr,      q_scale_.ptr, k_codes_.ptr,
-                k_scale_.ptr, qmk_.ptr,  qmk_abs_max_.ptr, state_.ptr,   margins_.ptr};
+    if (o != nullptr)
+      attend_async(p_, q, k, *v, region_, *o, nullptr, cu_q_, cu_kv_, empty_.ptr, stream, nullptr, {raw_state_.ptr, nullptr});
+    else
+      state_pass_async(p_, q, k, region_, raw_state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
+    Workspace w{mu_q_.ptr,   mu_k_.ptr,        q_codes_.ptr,   q_scale_.ptr, k_codes_.ptr, k_scale_.ptr,
+                qmk_.ptr,    qmk_abs_max_.ptr, raw_state_.ptr, state_.ptr,   margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
     if (d == 64) {
       quant_k_kernel<T, 64><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
@@ -759,9 +793,9 @@ class SaleEstimatorImpl final : public SaleEstimator {
       quant_k_kernel<T, 128><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
       quant_q_kernel<T, 128><<<dim3(g_.tq, bq * hq), kQuantThreads, 0, stream>>>(qr, g_, w);
     }
-    const MaskOut o{mask.row_begin(), mask.row_end(), mask.tiles()};
+    const MaskOut out{mask.row_begin(), mask.row_end(), mask.tiles(), /*with_region*/ o == nullptr};
     with_candidate_kernel([&](auto kernel, std::size_t bytes, int hpc) {
-      kernel<<<dim3(g_.tq, bq * static_cast<unsigned>(hq / hpc)), 128 * hpc, bytes, stream>>>(g_, w, o);
+      kernel<<<dim3(g_.tq, bq * static_cast<unsigned>(hq / hpc)), 128 * hpc, bytes, stream>>>(g_, w, out);
     });
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
@@ -770,6 +804,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   sale::Config c_;
   Problem p_;
   MaskShape shape_;
+  TileMask region_host_;  ///< the sink-local mask (covered() when resumed)
   DeviceTileMask region_;
   const std::int64_t* cu_q_;
   const std::int64_t* cu_kv_;
@@ -778,7 +813,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   bool wgmma_ = false;  ///< the sm_90a candidate kernel (use_sm90(), D = 128)
   DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
   DeviceArray<std::int8_t> q_codes_, k_codes_;
-  DeviceArray<SoftmaxState> state_;
+  DeviceArray<SoftmaxState> raw_state_, state_;  ///< step 2's states (q·k), and in the reference's domain (q·k')
   DeviceArray<unsigned> qmk_abs_max_;
   DeviceArray<int> empty_;
 };
