@@ -160,24 +160,25 @@ TEST_CASE("CUDA estimators over the shared conformance table: masks bit-identica
 /// its row's capacity, every row's tiles strictly ascending and reachable. Returns the number of bad rows.
 std::int64_t bad_device_rows(const cuda::DeviceTileMask& m) {
   const MaskShape& s = m.shape();
-  const std::int64_t rows = s.num_rows(), cap = s.num_k_tiles(), tq = s.num_q_tiles();
+  const std::int64_t rows = s.num_rows(), tq = s.num_q_tiles();
   std::vector<std::int64_t> begin(static_cast<std::size_t>(rows)), end(begin.size());
-  std::vector<std::int32_t> tiles(static_cast<std::size_t>(rows * cap));
+  std::vector<std::int32_t> tiles(static_cast<std::size_t>(m.tile_slots()));
   cuda_check(cudaMemcpy(begin.data(), m.row_begin(), begin.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
   cuda_check(cudaMemcpy(end.data(), m.row_end(), end.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
   cuda_check(cudaMemcpy(tiles.data(), m.tiles(), tiles.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
-  std::int64_t bad = 0;
+  std::int64_t bad = 0, slot = 0;  // row r's slots follow the earlier rows', as many as its reachable tiles
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t b = begin[static_cast<std::size_t>(r)], e = end[static_cast<std::size_t>(r)];
     const std::int64_t reach = s.reachable_k_tiles(r / (s.mask_heads * tq), r % tq);
-    bool ok = b == r * cap && e >= b && e <= b + cap;
+    bool ok = b == slot && e >= b && e <= b + reach;
+    slot += reach;
     for (std::int64_t i = b; ok && i < e; ++i) {
       const std::int32_t t = tiles[static_cast<std::size_t>(i)];
       ok = t >= 0 && t < reach && (i == b || tiles[static_cast<std::size_t>(i - 1)] < t);
     }
     bad += ok ? 0 : 1;
   }
-  return bad;
+  return bad + (slot == m.tile_slots() ? 0 : 1);
 }
 
 /// One case of the shared estimator table with its q, k and sequence offsets on the device: the start of every
@@ -196,11 +197,34 @@ struct DeviceCase {
 TileMask run_poisoned(cuda::DeviceEstimator& est, const TensorView& q, const TensorView& k, cuda::DeviceTileMask& mask) {
   const auto rows = static_cast<std::size_t>(mask.shape().num_rows());
   cuda_check(cudaMemset(mask.row_end(), 0xff, rows * sizeof(std::int64_t)));
-  cuda_check(cudaMemset(mask.tiles(), 0xff, rows * static_cast<std::size_t>(mask.shape().num_k_tiles()) * sizeof(std::int32_t)));
+  cuda_check(cudaMemset(mask.tiles(), 0xff, static_cast<std::size_t>(mask.tile_slots()) * sizeof(std::int32_t)));
   est.run(q, k, mask, nullptr);
   cuda_check(cudaDeviceSynchronize());
   REQUIRE(bad_device_rows(mask) == 0);
   return mask.download(nullptr);
+}
+
+/// Every device estimator over every case of the shared table it covers writes, into a poisoned mask, rows that
+/// start where DeviceTileMask put them (each row's slots follow the earlier rows', as many as its reachable tiles)
+/// and hold only reachable tiles, ascending: no estimator writes past its row's slots (download() would clip
+/// unreachable tiles silently; the raw rows show them).
+TEST_CASE("CUDA estimators write only reachable tiles, within each row's slots (raw rows, mask poisoned first)") {
+  CudaMemory memory;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const DeviceCase device_case(c, memory);
+    const auto& [in, q, k, cu_q, cu_kv] = device_case;
+    if (!cuda::estimator_not_supported_reasons(c.config, in.problem).empty()) continue;
+    const std::unique_ptr<cuda::DeviceEstimator> est = cuda::make_estimator(c.config, in.problem, cu_q.ptr, cu_kv.ptr);
+    cuda::DeviceTileMask mask(est->shape());
+    const TileMask got = run_poisoned(*est, q, k, mask);  // REQUIREs bad_device_rows(mask) == 0
+    CHECK(got.stats().kept_tiles <= mask.tile_slots());
+    ++ran;
+  }
+  MESSAGE(ran << " estimator cases: raw rows within their slots");
+  CHECK(ran >= 33);
 }
 
 /// BFLA's device estimator over every BFLA case of the shared table, decision by decision (DESIGN.md §5.3):

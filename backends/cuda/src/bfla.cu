@@ -170,6 +170,7 @@ struct SelectArgs {
   std::int64_t eta, seed;
   bool tile_rescue;
   const float* scores;
+  const std::int64_t* row_begin;
   std::int64_t* row_end;
   std::int32_t* tiles;
 };
@@ -205,7 +206,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   auto in_block = [&](std::int64_t r) { return r < a.tq && bfla::coarse_q(r, a.tile_q, a.block) == i; };
   if (i >= lq || lkv == 0) {  // rows past the sequence's end, or a sequence without keys: nothing kept
     if (threadIdx.x == 0)
-      for (std::int64_t r = r_first; in_block(r); ++r) a.row_end[row_of(r)] = row_of(r) * a.tk;
+      for (std::int64_t r = r_first; in_block(r); ++r) a.row_end[row_of(r)] = a.row_begin[row_of(r)];
     return;
   }
   const int reach = static_cast<int>(bfla::causal_blocks(i, nq, nkv, bs, a.seqs.causal));
@@ -287,7 +288,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   }
   // Expansion to the executor's tiles, row by row; tiles past the row's reach are not listed (TileMask::from_rows).
   for (std::int64_t r = r_first; in_block(r); ++r) {
-    const std::int64_t row = row_of(r), slot = row * a.tk;
+    const std::int64_t row = row_of(r), slot = a.row_begin[row];
     const int reach_r = static_cast<int>(
         mask_policy::reachable_tiles<std::int64_t>(r, a.tile_q, a.tile_k, nq, nkv, a.seqs.causal));
     for (int t = threadIdx.x; t < reach_r; t += blockDim.x) {
@@ -399,6 +400,7 @@ class BflaEstimatorImpl final : public BflaEstimator {
     a.seed = c_.seed;
     a.tile_rescue = c_.rescue_grid == bfla::RescueGrid::tile;
     a.scores = scores_.ptr;
+    a.row_begin = mask.row_begin();
     a.row_end = mask.row_end();
     a.tiles = mask.tiles();
     const dim3 select_grid(static_cast<unsigned>(ceil_div(p_.seqlen_q, c_.block)),

@@ -57,13 +57,13 @@ int item_rows_for(const MaskShape& s) {
 
 /// One CTA per merged work item (b, mask head, block of item rows) of a mask with 16/32/64-row tiles: the union of its
 /// per_item member rows' key tiles with a membership byte each (bit m: member m kept the tile), ascending, written
-/// into the item's slot [item · tk, …) and item_end. `bits` (dynamic shared memory) holds tk bytes.
+/// into the item's slot [item_begin[item], …) and item_end. `bits` (dynamic shared memory) holds tk bytes.
 __global__ void merge_items_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, const std::int32_t* tiles,
-                                   int num_q_tiles, int per_item, int blocks, int tk, std::int64_t* item_end,
-                                   std::int32_t* item_tiles, std::uint8_t* item_members) {
+                                   int num_q_tiles, int per_item, int blocks, int tk, const std::int64_t* item_begin,
+                                   std::int64_t* item_end, std::int32_t* item_tiles, std::uint8_t* item_members) {
   extern __shared__ std::uint8_t bits[];
   __shared__ int scan[256];
-  const std::int64_t item = blockIdx.x, bh = item / blocks, blk = item % blocks, base = item * tk;
+  const std::int64_t item = blockIdx.x, bh = item / blocks, blk = item % blocks, base = item_begin[item];
   for (int j = threadIdx.x; j < tk; j += blockDim.x) bits[j] = 0;
   for (int m = 0; m < per_item; ++m) {
     __syncthreads();  // one member at a time: a member's tiles are distinct, so its writes do not race
@@ -115,16 +115,26 @@ void DeviceTileMask::allocate_order() {
 void DeviceTileMask::allocate_items() {
   item_rows_ = item_rows_for(shape_);
   if (item_rows_ == 0) return;
-  const std::int64_t blocks = (shape_.seqlen_q + item_rows_ - 1) / item_rows_, tk = shape_.num_k_tiles();
+  const std::int64_t blocks = (shape_.seqlen_q + item_rows_ - 1) / item_rows_, per_item = item_rows_ / shape_.tile_q;
+  const std::int64_t tq = shape_.num_q_tiles();
   items_ = shape_.batch * shape_.mask_heads * blocks;
+  // An item's union lies within its members' reach: capacity = the largest member reach.
   std::vector<std::int64_t> begin(static_cast<std::size_t>(items_));
-  for (std::int64_t i = 0; i < items_; ++i) begin[static_cast<std::size_t>(i)] = i * tk;
+  std::int64_t total = 0;
+  for (std::int64_t i = 0; i < items_; ++i) {
+    const std::int64_t b = i / (shape_.mask_heads * blocks), blk = i % blocks;
+    std::int64_t cap = 0;
+    for (std::int64_t t = blk * per_item; t < std::min(tq, (blk + 1) * per_item); ++t)
+      cap = std::max(cap, shape_.reachable_k_tiles(b, t));
+    begin[static_cast<std::size_t>(i)] = total;
+    total += cap;
+  }
   item_begin_ = allocate<std::int64_t>(begin.size());
   item_end_ = allocate<std::int64_t>(begin.size());
   detail::upload(item_begin_, begin.data(), begin.size() * sizeof(std::int64_t));
   detail::upload(item_end_, begin.data(), begin.size() * sizeof(std::int64_t));
-  item_tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(items_ * tk));
-  item_members_ = allocate<std::uint8_t>(static_cast<std::size_t>(items_ * tk));
+  item_tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
+  item_members_ = allocate<std::uint8_t>(static_cast<std::size_t>(total));
 }
 
 void DeviceTileMask::build_work_order(CUstream_st* stream) const {
@@ -132,7 +142,8 @@ void DeviceTileMask::build_work_order(CUstream_st* stream) const {
     const std::int64_t blocks = (shape_.seqlen_q + item_rows_ - 1) / item_rows_;
     merge_items_kernel<<<static_cast<unsigned>(items_), 256, static_cast<std::size_t>(shape_.num_k_tiles()), stream>>>(
         row_begin_, row_end_, tiles_, static_cast<int>(shape_.num_q_tiles()), item_rows_ / shape_.tile_q,
-        static_cast<int>(blocks), static_cast<int>(shape_.num_k_tiles()), item_end_, item_tiles_, item_members_);
+        static_cast<int>(blocks), static_cast<int>(shape_.num_k_tiles()), item_begin_, item_end_, item_tiles_,
+        item_members_);
     check(cudaGetLastError(), "merged items kernel launch");
   }
   if (order_ == nullptr || order_size_ == 0) return;
@@ -186,6 +197,7 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream)
   row_begin_ = allocate<std::int64_t>(mask.row_ptr.size());
   row_end_ = row_begin_ + 1;
   detail::upload(row_begin_, mask.row_ptr.data(), mask.row_ptr.size() * sizeof(std::int64_t));
+  tile_slots_ = static_cast<std::int64_t>(mask.tiles.size());
   tiles_ = allocate<std::int32_t>(mask.tiles.size());
   detail::upload(tiles_, mask.tiles.data(), mask.tiles.size() * sizeof(std::int32_t));
   allocate_order();
@@ -193,14 +205,19 @@ DeviceTileMask::DeviceTileMask(const TileMask& mask, CUstream_st* stream)
 }
 
 DeviceTileMask::DeviceTileMask(const MaskShape& shape) : shape_(shape), csr_(false) {
-  const std::int64_t rows = shape.num_rows(), cap = shape.num_k_tiles();
+  const std::int64_t rows = shape.num_rows(), tq = shape.num_q_tiles();
   std::vector<std::int64_t> begin(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) begin[static_cast<std::size_t>(r)] = r * cap;
+  std::int64_t total = 0;  // row r holds up to its reachable tiles (a causal mask: about half of num_k_tiles())
+  for (std::int64_t r = 0; r < rows; ++r) {
+    begin[static_cast<std::size_t>(r)] = total;
+    total += shape.reachable_k_tiles(r / (shape.mask_heads * tq), r % tq);
+  }
+  tile_slots_ = total;
   row_begin_ = allocate<std::int64_t>(begin.size());
   row_end_ = allocate<std::int64_t>(begin.size());
   detail::upload(row_begin_, begin.data(), begin.size() * sizeof(std::int64_t));
   detail::upload(row_end_, begin.data(), begin.size() * sizeof(std::int64_t));
-  tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(rows * cap));
+  tiles_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
   allocate_items();
   allocate_order();
 }
@@ -213,8 +230,7 @@ TileMask DeviceTileMask::download(CUstream_st* stream) const {
     check(cudaMemcpy(begin.data(), row_begin_, begin.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
     check(cudaMemcpy(end.data(), row_end_, end.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
-  const std::size_t stored = csr_ ? static_cast<std::size_t>(rows > 0 ? end.back() : 0)
-                                  : static_cast<std::size_t>(rows * shape_.num_k_tiles());
+  const std::size_t stored = csr_ ? static_cast<std::size_t>(rows > 0 ? end.back() : 0) : static_cast<std::size_t>(tile_slots_);
   std::vector<std::int32_t> all(stored);
   if (stored > 0) check(cudaMemcpy(all.data(), tiles_, stored * sizeof(std::int32_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
   std::vector<std::vector<std::int32_t>> lists(begin.size());

@@ -111,6 +111,7 @@ struct SelectArgs {
   int heads_q, tile_q, tile_k, tq, tk, sort_keys;
   float top_p;
   const float* logits;
+  const std::int64_t* row_begin;
   std::int64_t* row_end;
   std::int32_t* tiles;
 };
@@ -125,14 +126,14 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   float* sorted = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys
   auto* keep = reinterpret_cast<std::uint8_t*>(sorted + a.sort_keys);
   const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / a.heads_q;
-  const std::int64_t row = static_cast<std::int64_t>(bh) * a.tq + i, slot = row * a.tk;
+  const std::int64_t row = static_cast<std::int64_t>(bh) * a.tq + i, slot = a.row_begin[row];
   const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
   const int reach = static_cast<int>(mask_policy::reachable_tiles<std::int64_t>(i, a.tile_q, a.tile_k, nq, nkv, a.seqs.causal));
   if (reach == 0) {  // past the sequence's end, or no key
     if (threadIdx.x == 0) a.row_end[row] = slot;
     return;
   }
-  const float* x = a.logits + slot;
+  const float* x = a.logits + row * a.tk;
   float m = -INFINITY;
   int finite = 1;
   for (int j = threadIdx.x; j < reach; j += blockDim.x) {
@@ -389,6 +390,7 @@ class FgAttnEstimator final : public DeviceEstimator {
     s.sort_keys = sort_keys_;
     s.top_p = c_.top_p;
     s.logits = logits_.ptr;
+    s.row_begin = mask.row_begin();
     s.row_end = mask.row_end();
     s.tiles = mask.tiles();
     select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_), stream>>>(s);

@@ -44,6 +44,7 @@ struct SelectArgs {
   const float* tau;            ///< per query head
   const std::uint8_t* dense;   ///< per query head
   const float *q_mean, *q_sim, *k_mean, *k_sim;
+  const std::int64_t* row_begin;
   std::int64_t* row_end;
   std::int32_t* tiles;
 };
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   auto* keep = reinterpret_cast<std::uint8_t*>(qm + a.d);   // sort_keys
   const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y);
   const int b = bh / a.heads_q, h = bh % a.heads_q, hkv = h / (a.heads_q / a.heads_kv);
-  const std::int64_t r = static_cast<std::int64_t>(bh) * a.tq + i, slot = r * a.tk;
+  const std::int64_t r = static_cast<std::int64_t>(bh) * a.tq + i, slot = a.row_begin[r];
   const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
   const int reach = static_cast<int>(
       mask_policy::reachable_tiles<std::int64_t>(i, a.block_q, a.block_k, nq, nkv, a.seqs.causal));
@@ -227,6 +228,7 @@ class SpargeEstimator final : public DeviceEstimator {
     a.q_sim = q_sim_.ptr;
     a.k_mean = k_mean_.ptr;
     a.k_sim = k_sim_.ptr;
+    a.row_begin = mask.row_begin();
     a.row_end = mask.row_end();
     a.tiles = mask.tiles();
     select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_, d), stream>>>(a);

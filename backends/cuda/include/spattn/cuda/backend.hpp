@@ -12,17 +12,19 @@ namespace spattn::cuda {
 
 /// A TileMask in device memory: uploaded from a host TileMask once (benchmarks, layers with a fixed mask), or
 /// built on the device by an estimator (Plan). Mask row r lists tiles()[row_begin()[r] .. row_end()[r]), ascending;
-/// an uploaded mask is CSR (row_end = row_begin + 1), an estimated one has rows of fixed capacity. Keeps no
+/// an uploaded mask is CSR (row_end = row_begin + 1), an estimated one has rows of fixed capacity (each row's
+/// reachable tiles). Keeps no
 /// reference to a TileMask it was built from (which may be a temporary): its shape is copied.
 class DeviceTileMask {
  public:
   /// Uploads `mask` and builds the executor's work lists (synchronous copies; the work order is built on
   /// `stream`).
   explicit DeviceTileMask(const TileMask& mask, CUstream_st* stream = nullptr);
-  /// Storage for a mask of `shape` whose rows an estimator fills on the device: each row holds up to
-  /// num_k_tiles() tiles, row_begin()[r] = r · num_k_tiles() (written here); the estimator writes the tiles and
-  /// row_end, then calls build_work_order(stream), which also builds the merged work items of 16/32-row tiles
-  /// (fixed capacity num_k_tiles() per item). Any tile_q is stored; the executor runs 16, 32 and multiples of 64.
+  /// Storage for a mask of `shape` whose rows an estimator fills on the device: row r = (b, h, t) holds up to
+  /// shape.reachable_k_tiles(b, t) tiles — a mask lists no other — from row_begin()[r] = the sum of the earlier rows'
+  /// capacities (written here; a causal mask needs about half of rows · num_k_tiles()); the estimator writes the tiles
+  /// and row_end, then calls build_work_order(stream), which also builds the merged work items of 16/32/64-row tiles
+  /// (capacity per item: its largest member reach). Any tile_q is stored; the executor runs 16, 32 and multiples of 64.
   explicit DeviceTileMask(const MaskShape& shape);
   ~DeviceTileMask();
   DeviceTileMask(const DeviceTileMask&) = delete;
@@ -63,6 +65,8 @@ class DeviceTileMask {
   TileMask download(CUstream_st* stream = nullptr) const;
   /// Device bytes this mask holds.
   std::size_t bytes() const { return bytes_; }
+  /// Tile slots: the sum of the rows' capacities of an estimated mask, the kept tiles of an uploaded one.
+  std::int64_t tile_slots() const { return tile_slots_; }
 
  private:
   void allocate_order();
@@ -85,6 +89,7 @@ class DeviceTileMask {
   std::int32_t* order_base_ = nullptr;  ///< per batch: first order entry of (b, mask head 0), and its block count
   int order_size_ = 0, order_blocks_ = 0;
   std::size_t bytes_ = 0;
+  std::int64_t tile_slots_ = 0;
 };
 
 /// A device copy of a host tensor, same layout and strides (for callers without CUDA allocations of their own,
