@@ -1,6 +1,8 @@
 // calibrate(): per-head parameter searches of SpargeAttn and SALE, every estimate and attend through the
-// dispatcher (so any backend that covers the samples runs them).
+// dispatcher (so any backend that covers the samples runs them: samples in device memory calibrate on that device,
+// their outputs in device scratch from the backend that owns the memory, read back to compare on the host).
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "spattn/error.hpp"
@@ -10,12 +12,49 @@
 namespace spattn {
 namespace {
 
+const char* memory_name(Memory m) { return m == Memory::host ? "host" : m == Memory::cuda ? "CUDA" : "HIP"; }
+
+/// An f32 [B, 1, Nq, Dv] output in the samples' memory: a host tensor, or device memory of the backend that owns
+/// that memory (Backend::allocate; read back with Backend::download to compare on the host).
+class SliceOutput {
+ public:
+  SliceOutput(const Problem& p, Memory memory) : host_(DType::f32, p.batch, 1, p.seqlen_q, p.dim_v()), memory_(memory) {
+    if (memory == Memory::host) return;
+    for (const auto& be : backends())
+      if ((device_ = be->allocate(memory, host_.size_bytes())) != nullptr) {
+        owner_ = be.get();
+        return;
+      }
+    fail("calibrate: the samples are in ", memory_name(memory), " memory, and no backend in this build allocates it");
+  }
+  TensorView view() {
+    TensorView v = host_.view();
+    if (device_ != nullptr) {
+      v.data = device_.get();
+      v.memory = memory_;
+    }
+    return v;
+  }
+  std::vector<float> to_float() {
+    if (device_ != nullptr && !owner_->download(memory_, host_.data(), device_.get(), host_.size_bytes()))
+      fail("calibrate: backend '", owner_->name(), "' could not copy its ", memory_name(memory_), " memory to the host");
+    return host_.to_float();
+  }
+
+ private:
+  HostTensor host_;
+  Memory memory_;
+  const Backend* owner_ = nullptr;
+  std::shared_ptr<void> device_;
+};
+
 /// One query head of a sample as a single-head problem (views point into the sample's tensors), with the dense
-/// output it is measured against.
+/// output it is measured against and the buffer each estimate → attend writes.
 struct Slice {
   Problem p;
   TensorView q, k, v;
   std::vector<float> dense;
+  std::unique_ptr<SliceOutput> out;
 };
 
 std::vector<Slice> slices_of(const std::vector<Sample>& samples, std::int64_t h, const CalibrationTargets& t) {
@@ -27,11 +66,11 @@ std::vector<Slice> slices_of(const std::vector<Sample>& samples, std::int64_t h,
     s.q = w.q.head(h);
     s.k = w.k.head(w.problem.kv_head_of(h));
     s.v = w.v.head(w.problem.kv_head_of(h));
-    HostTensor dense(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
+    s.out = std::make_unique<SliceOutput>(s.p, w.q.memory);
     AttendOptions opt;
     opt.backend = t.backend;
-    attend_dense(s.p, s.q, s.k, s.v, dense.view(), opt);
-    s.dense = dense.to_float();
+    attend_dense(s.p, s.q, s.k, s.v, s.out->view(), opt);
+    s.dense = s.out->to_float();
     out.push_back(std::move(s));
   }
   return out;
@@ -40,12 +79,14 @@ std::vector<Slice> slices_of(const std::vector<Sample>& samples, std::int64_t h,
 void check_samples(const std::vector<Sample>& samples) {
   require(!samples.empty(), "calibrate: no calibration inputs");
   const Problem& p0 = samples[0].problem;
+  const Memory memory = samples[0].q.memory;
   for (const Sample& w : samples) {
     require(w.problem.heads_q == p0.heads_q && w.problem.heads_kv == p0.heads_kv && w.problem.head_dim == p0.head_dim,
             "calibrate: every input needs the same heads and head_dim as the first (", p0.describe(), ")");
     require(!w.problem.varlen(), "calibrate: variable-length samples are not supported; pass one sample per sequence");
     for (const TensorView* v : {&w.q, &w.k, &w.v})
-      require(v->memory == Memory::host, "calibrate: sample tensors must be in host memory");
+      require(v->memory == memory, "calibrate: every sample tensor must be in one memory (the first sample's q is in ",
+              memory_name(memory), " memory, another tensor in ", memory_name(v->memory), " memory)");
     w.problem.validate(w.q, w.k);
   }
 }
@@ -60,14 +101,13 @@ SliceRun run_slice(const Slice& s, const MethodConfig& config, float pv_threshol
   EstimateOptions eo;
   eo.backend = t.backend;
   const TileMask mask = estimate(config, s.p, s.q, s.k, eo).mask;
-  HostTensor o(DType::f32, s.p.batch, 1, s.p.seqlen_q, s.p.dim_v());
   AttendOptions opt;
   opt.backend = t.backend;
   opt.pv_threshold = pv_threshold;
   SliceRun r;
-  r.stats = attend(s.p, s.q, s.k, s.v, mask, o.view(), opt);
+  r.stats = attend(s.p, s.q, s.k, s.v, mask, s.out->view(), opt);
   r.mask = mask.stats();
-  r.out = o.to_float();
+  r.out = s.out->to_float();
   return r;
 }
 

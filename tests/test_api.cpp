@@ -206,9 +206,16 @@ TEST_CASE("calibrate() through the dispatcher: SALE τ per head meets its bound;
   CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {}), doctest::Contains("no calibration inputs"), Error);
   const Workload other = test_workload(WorkloadKind::llm, 512, 4, 1);
   CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {sample_of(w), sample_of(other)}), doctest::Contains("same heads"), Error);
-  Sample on_gpu = sample_of(w);
-  on_gpu.k.memory = Memory::cuda;
-  CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {on_gpu}), doctest::Contains("host memory"), Error);
+  Sample mixed = sample_of(w);
+  mixed.k.memory = Memory::cuda;
+  CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {mixed}), doctest::Contains("must be in one memory"), Error);
+  CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {sample_of(w), mixed}), doctest::Contains("must be in one memory"), Error);
+  // Device samples need a backend that allocates their memory for the outputs: none allocates HIP memory (the Kokkos
+  // backend reads it, but has no scratch allocator). The pointers are never read.
+  Sample on_hip = sample_of(w);
+  for (TensorView* t : {&on_hip.q, &on_hip.k, &on_hip.v}) t->memory = Memory::hip;
+  CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {on_hip}), doctest::Contains("HIP memory, and no backend in this build allocates it"),
+                       Error);
 }
 
 TEST_CASE("bad input to estimate() and sparse_attention() names the argument") {

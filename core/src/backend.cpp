@@ -27,4 +27,8 @@ SparseAttentionResult Backend::sparse_attention(const MethodConfig& config, cons
   fail("backend '", name(), "': no estimate → attend pipeline for ", method_name(config));
 }
 
+std::shared_ptr<void> Backend::allocate(Memory, std::size_t) const { return nullptr; }
+
+bool Backend::download(Memory, void*, const void*, std::size_t) const { return false; }
+
 }  // namespace spattn

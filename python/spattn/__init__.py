@@ -134,8 +134,9 @@ def sparse_attention(q, k, v, *, method, causal=False, scale=None, out=None, bac
 
 def calibrate(method, samples, path, *, causal=False, scale=None, l1=0.08, l2=0.09, theta_steps=16, sale_theta=0.4,
               backend="auto", layout="bhnd", **config):
-    """Searches per-head parameters of `method` ("sparge" or "sale") on samples [(q, k, v), ...] in host memory and
-    writes them to `path` as the JSON of `spattn calibrate`; returns that JSON as a dict. Use them with
+    """Searches per-head parameters of `method` ("sparge" or "sale") on samples [(q, k, v), ...] — all in host memory,
+    or all CUDA tensors (then the search runs on the GPU; CUDA builds) — and writes them to `path` as the JSON of
+    `spattn calibrate`; returns that JSON as a dict. Use them with
     estimate(..., params=path) / sparse_attention(..., params=path) or `spattn run --params path`.
 
     l1, l2, theta_steps: SpargeAttn's targets; sale_theta: SALE's error bound (spattn.hpp: CalibrationTargets).

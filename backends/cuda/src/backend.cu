@@ -249,4 +249,17 @@ AttendStats CudaBackend::attend(const Problem& p, const TensorView& q, const Ten
   return state.stats(mask, nullptr);
 }
 
+std::shared_ptr<void> CudaBackend::allocate(Memory memory, std::size_t bytes) const {
+  if (memory != Memory::cuda) return nullptr;
+  void* p = nullptr;
+  check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc");
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+bool CudaBackend::download(Memory memory, void* host_dst, const void* src, std::size_t bytes) const {
+  if (memory != Memory::cuda) return false;
+  check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return true;
+}
+
 }  // namespace spattn::cuda

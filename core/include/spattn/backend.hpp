@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,6 +62,14 @@ class Backend {
   virtual SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem,
                                                  const TensorView& q, const TensorView& k, const TensorView& v,
                                                  const TensorView& o, const AttendOptions& options) const;
+
+  /// Scratch for library-level algorithms that run the stages on a caller's device tensors (calibrate(): its
+  /// outputs beside the samples): `bytes` of `memory`, a device memory this backend owns, freed when the last handle
+  /// goes; null when this backend does not own `memory` (the default: a host-only backend).
+  virtual std::shared_ptr<void> allocate(Memory memory, std::size_t bytes) const;
+  /// Copies `bytes` from `memory` (what allocate() serves) into host memory; false when this backend does not own
+  /// `memory` (the default).
+  virtual bool download(Memory memory, void* host_dst, const void* src, std::size_t bytes) const;
 };
 
 }  // namespace spattn

@@ -57,7 +57,9 @@ TileMask oracle_mask(const OracleMass& mass, const OracleBudget& budget);
 TileMask oracle_mask(const Problem& problem, const TensorView& q, const TensorView& k, const MaskShape& shape,
                      const OracleBudget& budget);
 
-/// One calibration input (its tensors in host memory).
+/// One calibration input: its tensors in host memory, or all of them (and every other sample's) in one device memory
+/// that a backend of this build allocates (CUDA memory with the CUDA backend) — then the search's estimates and
+/// attends run on that device, and only each run's output is copied back to compare.
 struct Sample {
   Problem problem;
   TensorView q, k, v;
@@ -86,7 +88,7 @@ MethodConfig config_of(const Calibration& calibration);
 ///   θ with the largest sparsity (1 − (kept − skipped) / reachable tiles; ties: lower θ); ≤ 0.1 → dense. Deviations
 ///   from the code: every candidate is verified on all inputs at once; the best passing value is kept.
 /// - SALE (research/sale.md §4): τ = 0.008, halved until Err(τ) < sale_theta on every sample; τ ≤ 1e-4 → 0 (dense).
-/// Other methods have no calibration (Error). Samples must share heads and head_dim.
+/// Other methods have no calibration (Error). Samples must share heads, head_dim and memory.
 Calibration calibrate(const MethodConfig& base, const std::vector<Sample>& samples, const CalibrationTargets& targets = {});
 
 /// The backends linked into this build, in the order "auto" tries them.
