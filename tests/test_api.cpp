@@ -213,7 +213,7 @@ TEST_CASE("calibrate() through the dispatcher: SALE τ per head meets its bound;
   // Device samples need a backend that allocates their memory for the outputs: none allocates HIP memory (the Kokkos
   // backend reads it, but has no scratch allocator). The pointers are never read.
   Sample on_hip = sample_of(w);
-  for (TensorView* t : {&on_hip.q, &on_hip.k, &on_hip.v}) t->memory = Memory::hip;
+  for (TensorView* view : {&on_hip.q, &on_hip.k, &on_hip.v}) view->memory = Memory::hip;
   CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {on_hip}), doctest::Contains("HIP memory, and no backend in this build allocates it"),
                        Error);
 }

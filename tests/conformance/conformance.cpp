@@ -341,6 +341,8 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"sale per-head tau GQA odd N", sale_heads, llm, 1, 4, 1, 1531, 1531, 128, true, DType::bf16},
         {"sale int4 tau 0.3 non-causal Nq < Nkv fp16", sale_strict, video, 1, 4, 2, 333, 1100, 128, false, DType::f16},
         {"sale int8 varlen", sale8_strict, random, 3, 4, 2, 700, 900, 64, true, DType::bf16, {700, 45, 200}, {900, 45, 333}},
+        // GQA 4:1 at D = 64, int4: the CUDA s4 kernel's 4-head CTA, whose K loads cover a chunk in under one pass
+        {"sale int4 GQA 4:1 D=64", sale4, llm, 1, 4, 1, 777, 777, 64, true, DType::bf16},
         {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},
         {"anchor non-causal", anchor, video, 1, 2, 1, 1100, 1300, 64, false, DType::f16},
         {"anchor default Nq < Nkv", anchor_default, llm, 1, 2, 2, 700, 3000, 64, true, DType::bf16},

@@ -22,10 +22,12 @@
 //      double-buffered by cp.async, shared by the CTA's heads). Integer products on the tensor cores with mma.sync
 //      m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
 //      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per head's
-//      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). (The int4 m16n8k64
-//      kernel for sm80/sm89, twice the int8 rate there, is not written; on Hopper int4 mma.sync is emulated and
-//      slow.) A thread's accumulators hold rows g and g + 8 — one Q scale group — and keys 8a + 2·t4 + c of each
-//      block — K scale group t4 — so sale::GroupMax runs inside the thread in the reference's key order (bias_units
+//      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). int4 codes off Hopper
+//      (sm80/sm89, the paper's kernel): steps 3 and 4 also write them two per byte, and the mma.sync kernel runs
+//      m16n8k64 s4 on them — half the bytes and half the mma of the s8 path (twice the int8 rate on those GPUs), the
+//      same products; on Hopper the s4 mma is emulated, so int4 runs as s8 there (SPATTN_CUDA_KERNEL=sm80 forces the
+//      s4 kernel, for its tests). A thread's accumulators hold rows g and g + 8 — one Q scale group — and keys
+//      8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread in the reference's key order (bias_units
 //      once per key for both rows), and the margin of a block is the max over the CTA's threads of
 //      GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's float margin, bit for
 //      bit. Without kept margins (the pipeline), each accumulator starts at its key's folded bias (sale::folded_bias:
@@ -58,7 +60,8 @@
 // 10–13 % of FA2 on an RTX 4090, where int4 runs at 4× fp16). Both the float fast path for bias_units and the
 // wgmma kernel are written; next: the block loop's instruction mix, two CTAs per SM, and the int4 m16n8k64 kernel for
 // sm80/sm89.
-// Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes, scales, qmk B·Hq·Nkv floats and its
+// Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes (plus half of that packed, int4
+// off Hopper), scales, qmk B·Hq·Nkv floats and its
 // max |qmk| per (batch, query head),
 // sink-local states 2·B·Hq·Nq (q·k and q·k'), the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
 #include <cuda_runtime.h>
@@ -132,8 +135,10 @@ struct Workspace {
   const float* mu_q;      ///< [(b·Hq + h)·D]
   const float* mu_k;      ///< [(b·Hkv + h)·D]
   std::int8_t* q_codes;   ///< [((b·Hq + h)·Nq + i)·D]
+  std::int8_t* q_packed;  ///< int4 on the mma.sync kernel: the codes two per byte, [((b·Hq + h)·Nq + i)·D/2]; else null
   float* q_scale;         ///< [(b·Hq + h)·Nq + i]
   std::int8_t* k_codes;   ///< [((b·Hkv + h)·Nkv + j)·D]
+  std::int8_t* k_packed;  ///< the same for K, [((b·Hkv + h)·Nkv + j)·D/2], or null
   float* k_scale;         ///< [(b·Hkv + h)·ldk + j]
   float* qmk;             ///< [(b·Hq + h)·ldk + j]
   unsigned* qmk_abs_max;  ///< [b·Hq + h]: the bits of max_j |qmk_j| (non-negative floats order as their bits; NaN last)
@@ -146,6 +151,15 @@ struct Workspace {
 __device__ __forceinline__ std::uint32_t pack4(int a, int b, int c, int d) {
   return (static_cast<std::uint32_t>(a) & 0xffu) | ((static_cast<std::uint32_t>(b) & 0xffu) << 8) |
          ((static_cast<std::uint32_t>(c) & 0xffu) << 16) | ((static_cast<std::uint32_t>(d) & 0xffu) << 24);
+}
+
+/// Eight int4 codes of consecutive channels as one 32-bit word, channel c in bits 4·(c % 8) … (the s4 mma's element
+/// order: two codes per byte, the even channel in the low nibble).
+__device__ __forceinline__ std::uint32_t pack8_nibbles(const float* x, float inv, int range) {
+  std::uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) word |= (static_cast<std::uint32_t>(sale::quant_code(x[i], inv, range)) & 0xfu) << (4 * i);
+  return word;
 }
 
 /// std::max's comparison (a < b ? b : a): a NaN b leaves a, as in the reference's loops.
@@ -189,6 +203,12 @@ __global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geome
     const float inv = s_inv[r];
     codes[e] = pack4(sale::quant_code(x[0], inv, g.range), sale::quant_code(x[1], inv, g.range),
                      sale::quant_code(x[2], inv, g.range), sale::quant_code(x[3], inv, g.range));
+  }
+  if (w.k_packed != nullptr) {
+    std::uint32_t* packed =
+        reinterpret_cast<std::uint32_t*>(w.k_packed + ((static_cast<std::int64_t>(bh) * g.seqs.nkv + first) * (D / 2)));
+    for (int e = threadIdx.x; e < rows * (D / 8); e += blockDim.x)
+      packed[e] = pack8_nibbles(s_k + (e / (D / 8)) * kLd + (e % (D / 8)) * 8, s_inv[e / (D / 8)], g.range);
   }
   // qmk_j = dot_lanes8(μ_q, k'_j) for every query head of the group: 8 lanes per key run the dot_lane chains,
   // combined by xor shuffles in combine_lanes8's tree. (ratio · 256 items: a multiple of the block, so every lane of a
@@ -256,12 +276,26 @@ __global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geome
     codes[e] = pack4(sale::quant_code(x[0], inv, g.range), sale::quant_code(x[1], inv, g.range),
                      sale::quant_code(x[2], inv, g.range), sale::quant_code(x[3], inv, g.range));
   }
+  if (w.q_packed != nullptr) {
+    std::uint32_t* packed = reinterpret_cast<std::uint32_t*>(w.q_packed + row0 * (D / 2));
+    for (int e = threadIdx.x; e < rows * (D / 8); e += blockDim.x)
+      packed[e] = pack8_nibbles(s_q + (e / (D / 8)) * kLd + (e % (D / 8)) * 8, s_inv[e / (D / 8)], g.range);
+  }
 }
 
 /// mma.sync m16n8k32, s8 × s8 → s32 (row-major A, column-major B): the exact integer products of the codes.
 __device__ __forceinline__ void mma_s8(int* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// mma.sync m16n8k64, s4 × s4 → s32 (the paper's sm80/sm89 kernel; emulated, slowly, on Hopper). With the codes two
+/// per byte its fragments hold the same bytes as m16n8k32 s8's: one ldmatrix layout serves both.
+__device__ __forceinline__ void mma_s4(int* c, const std::uint32_t* a, std::uint32_t b0, std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -275,14 +309,18 @@ struct MaskOut {
   bool with_region;
 };
 
-/// Candidate-kernel shared memory. mma.sync: code rows padded to D + 16 bytes, so the 8 rows an ldmatrix reads fall in
-/// 8 different 16-byte bank groups (D = 64 and 128). wgmma (D = 128): rows of 128 bytes in the 128-byte swizzle of
-/// sm90.cuh (16-byte piece c of row r at piece c ^ (r % 8)), tiles 1024-byte aligned (the 1024 extra bytes).
-template <int D, bool kWgmma>
-constexpr int code_ld() { return kWgmma ? D : D + 16; }
-template <int D, int HPC, bool kWgmma>
+/// Bytes of a code row: D int8 codes, or D int4 codes two per byte (kInt4: the s4 mma.sync kernel).
+template <int D, bool kInt4>
+constexpr int row_bytes() { return kInt4 ? D / 2 : D; }
+/// Candidate-kernel shared memory. mma.sync: code rows of R bytes padded to R + 16, so the 8 rows an ldmatrix reads
+/// fall in 8 different 16-byte bank groups (R = 32, 64, 128). wgmma (D = 128): rows of 128 bytes in the 128-byte
+/// swizzle of sm90.cuh (16-byte piece c of row r at piece c ^ (r % 8)), tiles 1024-byte aligned (the 1024 extra bytes).
+template <int R, bool kWgmma>
+constexpr int code_ld() { return kWgmma ? R : R + 16; }
+template <int D, int HPC, bool kWgmma, bool kInt4>
 constexpr std::size_t candidate_bytes() {
-  return static_cast<std::size_t>(HPC * kBQ * code_ld<D, kWgmma>() + 2 * kChunkKeys * code_ld<D, kWgmma>()) +
+  constexpr int kLd = code_ld<row_bytes<D, kInt4>(), kWgmma>();
+  return static_cast<std::size_t>(HPC * kBQ * kLd + 2 * kChunkKeys * kLd) +
          static_cast<std::size_t>(2 * (HPC + 1) * kChunkKeys) * sizeof(float) + (kWgmma ? 1024 : 0);
 }
 
@@ -301,7 +339,9 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
 /// stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time. wgmma (sm_90a, D = 128): the
 /// warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key half at a time (ptxas
 /// serializes the wgmma: the decisions between them branch), the other warpgroups' decisions overlapping them.
-template <int D, int HPC, bool kMargins, bool kWgmma>
+/// kInt4 (mma.sync only): the codes two per byte (Workspace::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
+/// bytes and half the instructions of the s8 path, the same integer products.
+template <int D, int HPC, bool kMargins, bool kWgmma, bool kInt4>
 __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Workspace w, MaskOut out) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kWgmma) {
@@ -309,8 +349,10 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
     return;
   }
 #endif
-  static_assert(!kWgmma || D == 128, "the wgmma candidate kernel reads 128-byte code rows");
-  constexpr int kLd = code_ld<D, kWgmma>(), kThreads = 128 * HPC;
+  static_assert(!kWgmma || (D == 128 && !kInt4), "the wgmma candidate kernel reads 128-byte int8 code rows");
+  constexpr int kRowBytes = row_bytes<D, kInt4>(), kSteps = kRowBytes / 32;  // 32-byte k steps of the mma
+  constexpr int kLd = code_ld<kRowBytes, kWgmma>(), kThreads = 128 * HPC;
+  const std::int8_t* q_codes = kInt4 ? w.q_packed : w.q_codes;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* s_q = smem_raw + (kWgmma ? (1024 - detail::smem_addr(smem_raw) % 1024) % 1024 : 0);  // HPC × 64 rows
   unsigned char* s_k = s_q + HPC * kBQ * kLd;               // 2 × 128 keys
@@ -351,21 +393,23 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
     }
   if (max_segs == 0) return;
 
-  const std::int8_t* kc = w.k_codes + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * D;
+  const std::int8_t* kc = (kInt4 ? w.k_packed : w.k_codes) + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * kRowBytes;
   const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
-  constexpr int kPieces = D / 16;  // 16-byte pieces per code row
+  constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per code row
   // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
-  // Each thread copies the same 16-byte piece of key rows r0, r0 + kRowStep, … of every segment (kThreads is a
-  // multiple of the pieces per row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte
+  // Each thread copies the same 16-byte piece of key rows r0, r0 + kRowStep, … below kChunkKeys of every segment
+  // (kThreads is a multiple of the pieces per row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte
   // piece of the K scales or of one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail): the
   // addresses are computed once, a segment only adds its first key.
   constexpr int kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
-  static_assert(kRowStep % 8 == 0 && kChunkKeys % kRowStep == 0 && (HPC + 1) * kScalePieces <= kThreads);
+  constexpr int kRounds = (kChunkKeys + kRowStep - 1) / kRowStep;  // 1 when a pass covers the chunk (int4, D = 64)
+  static_assert(kRowStep % 8 == 0 && (kChunkKeys % kRowStep == 0 || kRowStep % kChunkKeys == 0) &&
+                (HPC + 1) * kScalePieces <= kThreads);
   const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % kScalePieces;
   const bool has_scale_piece = tid / kScalePieces <= HPC;
   const int which = has_scale_piece ? tid / kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
-  const std::int8_t* k_src = kc + static_cast<std::int64_t>(k_row0) * D + k_piece * 16;
+  const std::int8_t* k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
   const std::uint32_t k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
   const float* sc_src =
       (which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk) + s_piece * 4;
@@ -374,9 +418,11 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   auto load = [&](std::int64_t s, int buf) {
     const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
 #pragma unroll
-    for (int i = 0; i < kChunkKeys / kRowStep; ++i) {
+    for (int i = 0; i < kRounds; ++i) {
+      if (kRowStep > kChunkKeys && k_row0 >= kChunkKeys) break;  // this thread's rows lie past the chunk
       const bool ok = base + k_row0 + i * kRowStep < nkv;
-      detail::cp_async16(k_dst + (buf * kChunkKeys + i * kRowStep) * kLd, ok ? k_src + (base + i * kRowStep) * D : kc, ok ? 16 : 0);
+      detail::cp_async16(k_dst + (buf * kChunkKeys + i * kRowStep) * kLd, ok ? k_src + (base + i * kRowStep) * kRowBytes : kc,
+                         ok ? 16 : 0);
     }
     if (has_scale_piece) detail::cp_async16(sc_dst + buf * sc_buf, sc_src + base, 16);
   };
@@ -384,8 +430,8 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   for (int p = tid; p < HPC * kBQ * kPieces; p += kThreads) {
     const int hr = p / kPieces, piece = p % kPieces, hh = hr / kBQ, r = hr % kBQ;
     const bool ok = r < rows;
-    const std::int8_t* src = w.q_codes + ((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r) * D;
-    detail::cp_async16(detail::smem_addr(s_q + code_at(hr, piece)), ok ? src + piece * 16 : w.q_codes, ok ? 16 : 0);
+    const std::int8_t* src = q_codes + ((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r) * kRowBytes;
+    detail::cp_async16(detail::smem_addr(s_q + code_at(hr, piece)), ok ? src + piece * 16 : q_codes, ok ? 16 : 0);
   }
   load(0, 0);
   detail::cp_async_commit();
@@ -411,10 +457,10 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
   detail::cp_async_wait<0>();
   if constexpr (kWgmma) detail::fence_async_shared();  // the cp.async writes (generic proxy) before wgmma reads them
   __syncthreads();
-  std::uint32_t af[kWgmma ? 1 : D / 32][4];
+  std::uint32_t af[kWgmma ? 1 : kSteps][4];
   if constexpr (!kWgmma)
 #pragma unroll
-    for (int ks = 0; ks < D / 32; ++ks) {
+    for (int ks = 0; ks < kSteps; ++ks) {
       const int q8 = lane / 8;
       detail::ldmatrix_x4(af[ks], detail::smem_addr(s_q + (head * kBQ + mrow + lane % 8 + (q8 % 2) * 8) * kLd + ks * 32 + (q8 / 2) * 16));
     }
@@ -563,14 +609,19 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Worksp
           int acc[16];
           start(c, x, acc);
 #pragma unroll
-          for (int ks = 0; ks < D / 32; ++ks)
+          for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
             for (int np = 0; np < 2; ++np) {
               const int q8 = lane / 8;
               std::uint32_t bf[4];
               detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
-              mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
-              mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+              if constexpr (kInt4) {
+                mma_s4(acc + 8 * np, af[ks], bf[0], bf[1]);
+                mma_s4(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+              } else {
+                mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
+                mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+              }
             }
           decide(c, x, acc);
         }
@@ -640,6 +691,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     g_.tau = tau_.ptr;
     hpc_ = heads_per_cta(g_.ratio);
     wgmma_ = p.head_dim == 128 && use_sm90();
+    int4_ = c.bits == 4 && !use_sm90();  // Hopper runs int4 codes as s8 (its s4 mma is emulated)
     const auto d = static_cast<std::size_t>(p.head_dim);
     const auto bhq = static_cast<std::size_t>(p.batch * p.heads_q), bhk = static_cast<std::size_t>(p.batch * p.heads_kv);
     q_chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_q + kMeanChunk - 1) / kMeanChunk, 1));
@@ -651,6 +703,10 @@ class SaleEstimatorImpl final : public SaleEstimator {
     q_codes_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q) * d);
     q_scale_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
     k_codes_.allocate(bhk * static_cast<std::size_t>(p.seqlen_kv) * d);
+    if (int4_) {
+      q_packed_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q) * d / 2);
+      k_packed_.allocate(bhk * static_cast<std::size_t>(p.seqlen_kv) * d / 2);
+    }
     k_scale_.allocate(bhk * static_cast<std::size_t>(g_.ldk));
     qmk_.allocate(bhq * static_cast<std::size_t>(g_.ldk));
     qmk_abs_max_.allocate(bhq);
@@ -665,7 +721,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
     return tau_.bytes() + partial_q_.bytes() + partial_k_.bytes() + mu_q_.bytes() + mu_k_.bytes() + q_codes_.bytes() +
-           q_scale_.bytes() + k_codes_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + raw_state_.bytes() +
+           q_scale_.bytes() + k_codes_.bytes() + q_packed_.bytes() + k_packed_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + raw_state_.bytes() +
            state_.bytes() + margins_.bytes() + empty_.bytes() + region_.bytes();
   }
   /// Step 2 is the executor's statistics pass (no V, no O); the mask gets the whole selection.
@@ -708,6 +764,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     };
     poison(partial_q_), poison(partial_k_), poison(mu_q_), poison(mu_k_), poison(q_codes_), poison(q_scale_);
     poison(k_codes_), poison(k_scale_), poison(qmk_), poison(qmk_abs_max_), poison(raw_state_), poison(state_);
+    poison(q_packed_), poison(k_packed_);
     poison(margins_);
     check(cudaDeviceSynchronize(), "synchronize");
   }
@@ -729,20 +786,24 @@ class SaleEstimatorImpl final : public SaleEstimator {
 
   template <class F>
   void with_candidate_kernel(F f) const {
-    const auto pick = [&](auto d, auto margins, auto wgmma) {
+    const auto pick = [&](auto d, auto margins, auto wgmma, auto int4) {
       constexpr int D = decltype(d)::value;
       constexpr bool M = decltype(margins)::value;  // the exact margins of every candidate (tests), or decisions only
-      constexpr bool W = decltype(wgmma)::value;
+      constexpr bool W = decltype(wgmma)::value, I = decltype(int4)::value;
       switch (hpc_) {
-        case 4: return f(candidate_kernel<D, 4, M, W>, candidate_bytes<D, 4, W>(), 4);
-        case 2: return f(candidate_kernel<D, 2, M, W>, candidate_bytes<D, 2, W>(), 2);
-        default: return f(candidate_kernel<D, 1, M, W>, candidate_bytes<D, 1, W>(), 1);
+        case 4: return f(candidate_kernel<D, 4, M, W, I>, candidate_bytes<D, 4, W, I>(), 4);
+        case 2: return f(candidate_kernel<D, 2, M, W, I>, candidate_bytes<D, 2, W, I>(), 2);
+        default: return f(candidate_kernel<D, 1, M, W, I>, candidate_bytes<D, 1, W, I>(), 1);
       }
     };
+    const auto mma_sync = [&](auto d, auto margins) {
+      if (int4_) pick(d, margins, std::false_type{}, std::true_type{});
+      else pick(d, margins, std::false_type{}, std::false_type{});
+    };
     const auto by_dim = [&](auto margins) {
-      if (p_.head_dim == 64) pick(std::integral_constant<int, 64>{}, margins, std::false_type{});
-      else if (wgmma_) pick(std::integral_constant<int, 128>{}, margins, std::true_type{});
-      else pick(std::integral_constant<int, 128>{}, margins, std::false_type{});
+      if (p_.head_dim == 64) mma_sync(std::integral_constant<int, 64>{}, margins);
+      else if (wgmma_) pick(std::integral_constant<int, 128>{}, margins, std::true_type{}, std::false_type{});
+      else mma_sync(std::integral_constant<int, 128>{}, margins);
     };
     if (margins_.ptr != nullptr) by_dim(std::true_type{});
     else by_dim(std::false_type{});
@@ -783,8 +844,9 @@ class SaleEstimatorImpl final : public SaleEstimator {
       attend_async(p_, q, k, *v, region_, *o, nullptr, cu_q_, cu_kv_, empty_.ptr, stream, nullptr, {raw_state_.ptr, nullptr});
     else
       state_pass_async(p_, q, k, region_, raw_state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
-    Workspace w{mu_q_.ptr,   mu_k_.ptr,        q_codes_.ptr,   q_scale_.ptr, k_codes_.ptr, k_scale_.ptr,
-                qmk_.ptr,    qmk_abs_max_.ptr, raw_state_.ptr, state_.ptr,   margins_.ptr};
+    Workspace w{mu_q_.ptr,    mu_k_.ptr,        q_codes_.ptr,   q_packed_.ptr, q_scale_.ptr,
+                k_codes_.ptr, k_packed_.ptr,    k_scale_.ptr,   qmk_.ptr,      qmk_abs_max_.ptr,
+                raw_state_.ptr, state_.ptr,     margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
     if (d == 64) {
       quant_k_kernel<T, 64><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
@@ -811,8 +873,9 @@ class SaleEstimatorImpl final : public SaleEstimator {
   Geometry g_{};
   int hpc_ = 1, q_chunks_ = 1, k_chunks_ = 1;
   bool wgmma_ = false;  ///< the sm_90a candidate kernel (use_sm90(), D = 128)
+  bool int4_ = false;   ///< int4 codes on the mma.sync kernel: s4 m16n8k64 over packed codes (not on Hopper)
   DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
-  DeviceArray<std::int8_t> q_codes_, k_codes_;
+  DeviceArray<std::int8_t> q_codes_, k_codes_, q_packed_, k_packed_;  ///< packed: int4_ only
   DeviceArray<SoftmaxState> raw_state_, state_;  ///< step 2's states (q·k), and in the reference's domain (q·k')
   DeviceArray<unsigned> qmk_abs_max_;
   DeviceArray<int> empty_;
