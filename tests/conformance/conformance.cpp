@@ -279,6 +279,14 @@ const std::vector<EstimatorCase>& estimator_cases() {
     anchor.step = 4;
     anchor.theta = 6.0f;
     anchor_attn::Config anchor_default;
+    // The rules' edge values: θ = +∞ keeps every stripe (dense), −∞ none (the anchor region only), 0 the stripes whose
+    // pooled score reaches the anchor mean; SALE τ = 1, the largest (the threshold at the sink-local mass itself).
+    anchor_attn::Config anchor_dense = anchor, anchor_region = anchor, anchor_zero = anchor;
+    anchor_dense.theta = INFINITY;
+    anchor_region.theta = -INFINITY;
+    anchor_zero.theta = 0.0f;
+    sale::Config sale_tau1 = sale8;
+    sale_tau1.tau = {1.0f};
     fg_attn::Config fg;
     fg.top_p = 0.8f;
     fg_attn::Config fg16 = fg;
@@ -343,10 +351,14 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"sale int8 varlen", sale8_strict, random, 3, 4, 2, 700, 900, 64, true, DType::bf16, {700, 45, 200}, {900, 45, 333}},
         // GQA 4:1 at D = 64, int4: the CUDA s4 kernel's 4-head CTA, whose K loads cover a chunk in under one pass
         {"sale int4 GQA 4:1 D=64", sale4, llm, 1, 4, 1, 777, 777, 64, true, DType::bf16},
+        {"sale int8 tau 1", sale_tau1, llm, 1, 4, 2, 800, 800, 128, true, DType::bf16},
         {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},
         {"anchor non-causal", anchor, video, 1, 2, 1, 1100, 1300, 64, false, DType::f16},
         {"anchor default Nq < Nkv", anchor_default, llm, 1, 2, 2, 700, 3000, 64, true, DType::bf16},
         {"anchor varlen", anchor, random, 2, 2, 1, 900, 900, 64, true, DType::bf16, {900, 513}, {900, 600}},
+        {"anchor theta +inf (dense) GQA", anchor_dense, llm, 1, 4, 2, 900, 900, 128, true, DType::bf16},
+        {"anchor theta -inf (anchor region only) non-causal", anchor_region, video, 1, 2, 1, 700, 800, 64, false, DType::f16},
+        {"anchor theta 0", anchor_zero, llm, 1, 2, 1, 1000, 1000, 64, true, DType::bf16},
         {"fgattn video", fg, video, 1, 2, 2, 1000, 1000, 128, false, DType::bf16},
         {"fgattn 16x16 union causal", fg16, llm, 1, 2, 1, 500, 700, 64, true, DType::f16},
         {"fgattn tail-weighted N=48", fg_tail, video, 1, 2, 2, 333, 333, 256, false, DType::bf16},
