@@ -12,8 +12,6 @@
 namespace spattn {
 namespace {
 
-const char* memory_name(Memory m) { return m == Memory::host ? "host" : m == Memory::cuda ? "CUDA" : "HIP"; }
-
 /// An f32 [B, 1, Nq, Dv] output in the samples' memory: a host tensor, or device memory of the backend that owns
 /// that memory (Backend::allocate; read back with Backend::download to compare on the host).
 class SliceOutput {
@@ -25,7 +23,7 @@ class SliceOutput {
         owner_ = be.get();
         return;
       }
-    fail("calibrate: the samples are in ", memory_name(memory), " memory, and no backend in this build allocates it");
+    fail("calibrate: the samples are in ", to_string(memory), " memory, and no backend in this build allocates it");
   }
   TensorView view() {
     TensorView v = host_.view();
@@ -37,7 +35,7 @@ class SliceOutput {
   }
   std::vector<float> to_float() {
     if (device_ != nullptr && !owner_->download(memory_, host_.data(), device_.get(), host_.size_bytes()))
-      fail("calibrate: backend '", owner_->name(), "' could not copy its ", memory_name(memory_), " memory to the host");
+      fail("calibrate: backend '", owner_->name(), "' could not copy its ", to_string(memory_), " memory to the host");
     return host_.to_float();
   }
 
@@ -86,7 +84,7 @@ void check_samples(const std::vector<Sample>& samples) {
     require(!w.problem.varlen(), "calibrate: variable-length samples are not supported; pass one sample per sequence");
     for (const TensorView* v : {&w.q, &w.k, &w.v})
       require(v->memory == memory, "calibrate: every sample tensor must be in one memory (the first sample's q is in ",
-              memory_name(memory), " memory, another tensor in ", memory_name(v->memory), " memory)");
+              to_string(memory), " memory, another tensor in ", to_string(v->memory), " memory)");
     w.problem.validate(w.q, w.k);
   }
 }

@@ -19,6 +19,15 @@ std::string_view to_string(DType dtype) {
   return "?";
 }
 
+std::string_view to_string(Memory memory) {
+  switch (memory) {
+    case Memory::host: return "host";
+    case Memory::cuda: return "CUDA";
+    case Memory::hip: return "HIP";
+  }
+  return "?";
+}
+
 DType parse_dtype(std::string_view name) {
   if (name == "f32" || name == "fp32" || name == "float32") return DType::f32;
   if (name == "f16" || name == "fp16" || name == "float16") return DType::f16;

@@ -3,8 +3,8 @@
 // flash_sm90.cu (sm_90a: WGMMA, warp-specialised producer/consumers, mbarrier pipeline) runs query blocks of
 // 128 rows on a compute-capability-9.0 GPU, head dims 64, 96, 128 and 256: tiles of a multiple of 128 rows, and tiles
 // of 16, 32 or 64 rows as merged 128-row work items (DeviceTileMask::item_rows; each row masks the keys its own tile did
-// not keep); flash_sm80.cu (mma.sync, sm_80+) runs everything else (other GPUs, SPATTN_CUDA_KERNEL=sm80). Both compute the same function; the conformance
-// target (tests/gpu) checks each against the reference.
+// not keep); flash_sm80.cu (mma.sync, sm_80+) runs everything else (other GPUs, SPATTN_CUDA_KERNEL=sm80). Both compute
+// the same function; the conformance target (tests/gpu) checks each against the reference.
 //
 // flash_sm80, what: exactly the reference executor's function (DESIGN.md §3) for fp16/bf16 Q, K, V, head dims 64, 96,
 // 128 and 256: each CTA takes 64 query rows of one mask query tile of one head (4 warps × 16 rows), walks the kept

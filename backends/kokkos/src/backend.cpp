@@ -35,7 +35,7 @@ std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*>
   for (const TensorView* t : tensors)
     if (t->memory != memory) return {"tensors must all be in one memory space"};
   if (!serves(memory)) {
-    const std::string device = memory == Memory::hip ? "HIP" : "CUDA";
+    const std::string device(to_string(memory));
     return {"tensors are in " + device + " memory, but Kokkos was built without " + device + " (execution spaces: " +
             execution_spaces() + ")"};
   }

@@ -31,6 +31,8 @@ enum class Layout : std::uint8_t { bhnd, bnhd };
 /// Where a view's memory lives; backends declare which spaces they read. cuda: NVIDIA device memory (cudaMalloc);
 /// hip: AMD device memory (hipMalloc).
 enum class Memory : std::uint8_t { host, cuda, hip };
+/// "host", "CUDA" or "HIP", for messages.
+std::string_view to_string(Memory memory);
 
 /// A strided 4-d view [B, H, N, Dim] over memory the caller owns; strides are in elements.
 struct TensorView {
