@@ -10,7 +10,7 @@
 
 #include "common.hpp"
 #include "conformance/conformance.hpp"
-#include "kokkos_options.hpp"
+#include "executor_options.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
@@ -84,12 +84,12 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
     }
 }
 
-TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's (tests/kokkos_options.hpp)") {
+TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's (tests/executor_options.hpp)") {
   auto memory = conformance::host_adapter();
   check_pv_skip(*memory);
 }
 
-TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table (tests/kokkos_options.hpp)") {
+TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table (tests/executor_options.hpp)") {
   auto memory = conformance::host_adapter();
   check_int8(*memory);
 }

@@ -12,6 +12,7 @@
 #include "spattn/mask_policy.hpp"
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
+#include "spattn/pooling.hpp"
 #include "spattn/quant.hpp"
 #include "spattn/tensor_rows.hpp"
 
@@ -31,14 +32,9 @@ struct Quant {
   std::int64_t q_blocks = 0, k_blocks = 0;
 };
 
-float round_to_dtype(float x, DType dtype) {
-  return dtype == DType::f16 ? f16_bits_to_f32(f32_to_f16_bits(x))
-                             : dtype == DType::bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(x)) : x;
-}
-
-/// K' row: K − mean, rounded to the input dtype (the subtraction the authors' kernel does in that dtype).
+/// K' row: K − mean, rounded to the input dtype (spattn/quant.hpp).
 void smooth_key(float* row, const float* mean, std::int64_t d, DType dtype) {
-  for (std::int64_t e = 0; e < d; ++e) row[e] = round_to_dtype(row[e] - mean[e], dtype);
+  for (std::int64_t e = 0; e < d; ++e) row[e] = int8_smoothed_key(row[e], mean[e], dtype);
 }
 
 Quant make_quant(const Problem& p, const TensorView& q, const TensorView& k, const AttendOptions& opt) {
@@ -49,16 +45,15 @@ Quant make_quant(const Problem& p, const TensorView& q, const TensorView& k, con
   qt.q_scale.assign(static_cast<std::size_t>(p.batch * p.heads_q * qt.q_blocks), 0.0f);
   qt.k_scale.assign(static_cast<std::size_t>(p.batch * p.heads_kv * qt.k_blocks), 0.0f);
   qt.k_mean.assign(static_cast<std::size_t>(p.batch * p.heads_kv * d), 0.0f);
-  std::vector<float> row(static_cast<std::size_t>(d));
+  std::vector<float> row(static_cast<std::size_t>(d)), keys;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     for (std::int64_t h = 0; h < p.heads_kv; ++h) {
       float* mean = qt.k_mean.data() + (b * p.heads_kv + h) * d;
       const std::int64_t n = p.seqlen_kv_of(b);
-      for (std::int64_t j = 0; j < n; ++j) {
-        load_row(k, row_offset(k, p, false, b, h, j), d, row.data());
-        for (std::int64_t e = 0; e < d; ++e) mean[e] += row[static_cast<std::size_t>(e)];
-      }
-      for (std::int64_t e = 0; e < d; ++e) mean[e] = round_to_dtype(mean[e] / static_cast<float>(n), p.dtype);
+      keys.resize(static_cast<std::size_t>(n * d));
+      for (std::int64_t j = 0; j < n; ++j) load_row(k, row_offset(k, p, false, b, h, j), d, keys.data() + j * d);
+      sequence_mean_rows(keys.data(), n, d, mean);  // spattn/quant.hpp: the blocked order, rounded to the dtype
+      for (std::int64_t e = 0; e < d; ++e) mean[e] = round_to_dtype(mean[e], p.dtype);
       for (std::int64_t j = 0; j < n; ++j) {
         load_row(k, row_offset(k, p, false, b, h, j), d, row.data());
         smooth_key(row.data(), mean, d, p.dtype);

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "../common.hpp"
+#include "../executor_options.hpp"
 #include "cuda_memory.hpp"
 #include "estimators.cuh"
 #include "spattn/cuda/backend.hpp"
@@ -1002,8 +1003,9 @@ struct PvCase {
   double density;
 };
 
-std::int64_t check_pv_case(const PvCase& c) {
+std::int64_t check_pv_case(const PvCase& c, bool int8 = false) {
   CAPTURE(c.name);
+  CAPTURE(int8);
   Problem p;
   p.heads_q = c.hq;
   p.heads_kv = c.hkv;
@@ -1027,6 +1029,7 @@ std::int64_t check_pv_case(const PvCase& c) {
   fill_random(v);
   const TileMask mask = random_mask(MaskShape::of(p, c.tile_q, c.tile_k), c.density);
   AttendOptions options;
+  options.qk_int8 = int8;
   options.pv_threshold = c.threshold;
   options.pv_vote_rows = c.vote;
   options.pv_exempt_last = c.exempt;
@@ -1064,6 +1067,29 @@ TEST_CASE("CUDA PV-skip (sm90 kernel) skips what the reference skips") {
   std::int64_t skipped = 0;
   for (const PvCase& c : cases) skipped += check_pv_case(c);
   CHECK(skipped > 0);  // the table exercises skipping, not just the pass-through
+  // SpargeAttn's usual pairing: PV-skip on the int8 QKᵀ scores (the planted scores sit far from the thresholds, so the
+  // ≤ 2-ulp difference in the scores' rounding (flash_sm90.cu, kInt8) cannot flip a vote).
+  std::int64_t skipped_int8 = 0;
+  for (const PvCase& c : cases) skipped_int8 += check_pv_case(c, true);
+  CHECK(skipped_int8 > 0);
+}
+
+// SpargeAttn's quantized compute mode on the sm90 kernel (int8 codes by the prologue of int8_quant.cu, s8 WGMMA) over
+// the executor table, three block-size pairs, TMA and cp.async-only; the mma.sync kernel refuses it in words.
+TEST_CASE("CUDA int8 QKᵀ mode (sm90 kernel) matches the reference over the executor table") {
+  CudaMemory memory;
+  CHECK(check_int8(memory, "cuda") >= 3 * 30);
+  setenv("SPATTN_CUDA_NO_TMA", "1", 1);
+  CHECK(check_int8(memory, "cuda") >= 3 * 30);
+  unsetenv("SPATTN_CUDA_NO_TMA");
+  setenv("SPATTN_CUDA_KERNEL", "sm80", 1);
+  const conformance::ExecutorInputs in = conformance::make_inputs(conformance::executor_cases()[0]);
+  AttendOptions opt;
+  opt.qk_int8 = true;
+  const Compared r = compare_with_reference(in.problem, in.q, in.k, in.v, in.mask, DType::f32, opt, memory, 1.0, "cuda");
+  REQUIRE(!r.not_supported.empty());
+  CHECK(r.not_supported[0].find("int8 QK mode runs on the sm90 kernel only") != std::string::npos);
+  unsetenv("SPATTN_CUDA_KERNEL");
 }
 
 // DeviceTileMask keeps no reference to the TileMask it was built from: one built from a temporary (destroyed at
@@ -1111,6 +1137,18 @@ TEST_CASE("DeviceTileMask built from a temporary TileMask runs attend_async") {
     double worst = 0;
     CHECK(mismatches(got, want, p.dtype, worst) == 0);
     CHECK(empty_rows == ref.empty_rows);
+    // The empty-row counter is optional: every row of an empty mask, with none given, gives zeros (the kernel once
+    // counted through the null pointer).
+    const cuda::DeviceTileMask none(
+        TileMask::from_rows(shape, std::vector<std::vector<std::int32_t>>(static_cast<std::size_t>(shape.num_rows()))));
+    cuda_check(cudaMemset(dout.ptr, 0xff, dout.bytes));
+    cuda::attend_async(p, on_device(q, dq), on_device(k, dk), on_device(v, dv), none, o_view, nullptr, nullptr, nullptr,
+                       nullptr);
+    cuda_check(cudaDeviceSynchronize());
+    cuda_check(cudaMemcpy(got.data(), dout.ptr, got.size_bytes(), cudaMemcpyDeviceToHost));
+    std::int64_t nonzero = 0;
+    for (const float x : got.to_float()) nonzero += x != 0.0f ? 1 : 0;
+    CHECK(nonzero == 0);
   }
 }
 

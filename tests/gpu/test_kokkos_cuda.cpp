@@ -11,7 +11,7 @@
 
 #include "../common.hpp"
 #include "../conformance/conformance.hpp"
-#include "../kokkos_options.hpp"
+#include "../executor_options.hpp"
 #include "cuda_memory.hpp"
 
 namespace spattn::test {

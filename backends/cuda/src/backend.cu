@@ -10,6 +10,7 @@
 #include "device_memory.cuh"
 #include "estimators.cuh"
 #include "flash.cuh"
+#include "int8_quant.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
 
@@ -64,7 +65,12 @@ std::vector<std::string> executor_not_supported_reasons(const Problem& p, const 
       why.push_back("PV-skip in the CUDA kernel votes over 16, 64 or 128 (0) rows");
     if (!use_sm90()) why.push_back("PV-skip runs on the sm90 kernel only (compute capability 9.0, SPATTN_CUDA_KERNEL unset)");
   }
-  if (options.qk_int8) why.push_back("the int8 QK mode is not implemented in the CUDA kernel");
+  if (options.qk_int8) {
+    if (!use_sm90())
+      why.push_back("the int8 QK mode runs on the sm90 kernel only (compute capability 9.0, SPATTN_CUDA_KERNEL unset)");
+    if (shape.tile_q % 128 != 0 && shape.tile_q != 16 && shape.tile_q != 32 && shape.tile_q != 64)
+      why.push_back("the int8 QK mode needs mask tile_q 16, 32, 64 or a multiple of 128 (the sm90 kernel's work items)");
+  }
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("inputs must be f16 or bf16");
   const bool pv_dim = p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128;  // PV-skip: 128-key chunks
   if ((!pv_dim && p.head_dim != 256) || p.dim_v() != p.head_dim)
@@ -152,14 +158,15 @@ FlashParams flash_params(const Problem& p, const TensorView& q, const TensorView
 
 }  // namespace
 
-void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                  const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
-                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv,
-                  const DeviceRowStates& states) {
+namespace {
+
+/// attend_async's parameter block (the int8 fields unset).
+FlashParams attend_params(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                          const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
+                          const std::int64_t* cu_kv, int* empty_rows, const DevicePvSkip* pv, const DeviceRowStates& states) {
   FlashParams f = flash_params(p, q, k, v, dmask, o, lse, cu_q, cu_kv, empty_rows);
   f.state = states.state_out;
   f.resume = states.resume;
-  const bool bf16 = p.dtype == DType::bf16;
   if (pv != nullptr) {
     if (f.order == nullptr || !use_sm90() || (f.tile_k != 64 && f.tile_k != 128) || p.head_dim == 256)
       fail("cuda backend: PV-skip needs the sm90 kernel, tile_q a multiple of 128, tile_k 64 or 128, head_dim 64, 96 or 128");
@@ -168,6 +175,12 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
     f.pv_exempt = pv->exempt_last;
     f.pv_skipped = pv->skipped;
   }
+  return f;
+}
+
+/// The executor kernel for f (the sm90 one when the mask has a work order and the device runs it).
+void launch_flash(const Problem& p, const FlashParams& f, const DeviceTileMask& dmask, cudaStream_t stream) {
+  const bool bf16 = p.dtype == DType::bf16;
   const int d = static_cast<int>(p.head_dim);
   if (f.order != nullptr && use_sm90()) {
     const int n = dmask.order_size();
@@ -183,6 +196,15 @@ void attend_async(const Problem& p, const TensorView& q, const TensorView& k, co
   else if (d == 128) bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
   else bf16 ? launch_flash_sm80<__nv_bfloat16, 256>(f, stream) : launch_flash_sm80<__half, 256>(f, stream);
   check(cudaGetLastError(), "kernel launch");
+}
+
+}  // namespace
+
+void attend_async(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                  const DeviceTileMask& dmask, const TensorView& o, float* lse, const std::int64_t* cu_q,
+                  const std::int64_t* cu_kv, int* empty_rows, CUstream_st* stream, const DevicePvSkip* pv,
+                  const DeviceRowStates& states) {
+  launch_flash(p, attend_params(p, q, k, v, dmask, o, lse, cu_q, cu_kv, empty_rows, pv, states), dmask, stream);
 }
 
 void state_pass_async(const Problem& p, const TensorView& q, const TensorView& k, const DeviceTileMask& dmask,
@@ -202,6 +224,7 @@ ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
   cu_kv_.assign(p.cu_seqlens_kv);
   empty_rows_.allocate(1);
   skipped_.allocate(1);
+  if (options.qk_int8) int8_ = std::make_unique<Int8Quant>(p, options);
   if (pv_on_) {
     std::vector<float> t = options.pv_threshold_per_head;
     if (t.empty()) t.assign(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
@@ -213,14 +236,24 @@ ExecutorState::ExecutorState(const Problem& p, const AttendOptions& options)
   }
 }
 
+ExecutorState::~ExecutorState() = default;
+
+std::size_t ExecutorState::int8_bytes() const { return int8_ ? int8_->bytes() : 0; }
+
 void ExecutorState::enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
                             const TensorView& o, cudaStream_t stream, const SoftmaxState* resume) {
   DeviceRowStates states = states_;
   if (resume != nullptr) states.resume = resume;
   check(cudaMemsetAsync(empty_rows_.ptr, 0, sizeof(int), stream), "cudaMemsetAsync");
   check(cudaMemsetAsync(skipped_.ptr, 0, sizeof(unsigned long long), stream), "cudaMemsetAsync");
-  attend_async(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr, stream, pv_on_ ? &pv_ : nullptr,
-               states);
+  FlashParams f = attend_params(problem_, q, k, v, mask, o, lse_, cu_q_.ptr, cu_kv_.ptr, empty_rows_.ptr,
+                                pv_on_ ? &pv_ : nullptr, states);
+  if (int8_ != nullptr) {  // the codes and scales first, on the same stream
+    if (f.order == nullptr || !use_sm90())
+      fail("cuda backend: the int8 QK mode needs the sm90 kernel and tile_q 16, 32, 64 or a multiple of 128");
+    int8_->enqueue(q, k, cu_q_.ptr, cu_kv_.ptr, f, stream);
+  }
+  launch_flash(problem_, f, mask, stream);
 }
 
 AttendStats ExecutorState::stats(const TileMask& mask, cudaStream_t stream) const {

@@ -83,6 +83,10 @@ __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+/// 4 bytes (0 bytes read: zeros), through L1 (.ca: the only cp.async of fewer than 16 bytes).
+__device__ __forceinline__ void cp_async4(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -129,13 +133,13 @@ __device__ __forceinline__ void resume_row(const FlashParams& p, int b, int h, i
 
 /// Row statistics after the last tile (one thread per row; m, l: the row's base-2 running max and softmax
 /// denominator): the natural-log LSE (−∞ for an empty row, mask_policy::empty_row), the state (m, l)
-/// (FlashParams::state) and the empty-row count.
+/// (FlashParams::state) and the empty-row count (when one is given).
 __device__ __forceinline__ void finish_row(const FlashParams& p, int b, int h, int i, float m, float l) {
   const bool empty = mask_policy::empty_row(l);
   const std::int64_t at = (static_cast<std::int64_t>(b) * p.heads_q + h) * p.seqlen_q + i;
   if (p.lse) p.lse[at] = empty ? -INFINITY : (m + log2_det(l)) * kLn2;
   if (p.state) p.state[at] = SoftmaxState{m, l};
-  if (empty) atomicAdd(p.empty_rows, 1);
+  if (empty && p.empty_rows != nullptr) atomicAdd(p.empty_rows, 1);  // optional (attend_async)
 }
 
 }  // namespace spattn::cuda::detail

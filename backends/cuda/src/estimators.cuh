@@ -56,9 +56,12 @@ bool rows_aligned(const TensorView& t);
 /// The executor's device-side arguments besides tensors and mask, set up once per problem (backend.cu): sequence
 /// offsets, the empty-row and PV-skip counters, the per-head PV-skip thresholds. enqueue() zeroes the counters and
 /// launches attend_async on `stream` (no allocation, no synchronisation); stats() waits for `stream` and reads them.
+class Int8Quant;  // int8_quant.cuh
+
 class ExecutorState {
  public:
   ExecutorState(const Problem& problem, const AttendOptions& options);
+  ~ExecutorState();
   /// resume: device row states to start from (AttendOptions::resume), overriding the options'.
   void enqueue(const TensorView& q, const TensorView& k, const TensorView& v, const DeviceTileMask& mask,
                const TensorView& o, cudaStream_t stream, const SoftmaxState* resume = nullptr);
@@ -66,7 +69,10 @@ class ExecutorState {
   AttendStats stats(const TileMask& mask, cudaStream_t stream) const;
   const std::int64_t* cu_q() const { return cu_q_.ptr; }
   const std::int64_t* cu_kv() const { return cu_kv_.ptr; }
-  std::size_t bytes() const { return cu_q_.bytes() + cu_kv_.bytes() + empty_rows_.bytes() + skipped_.bytes() + thresholds_.bytes(); }
+  std::size_t bytes() const {
+    return cu_q_.bytes() + cu_kv_.bytes() + empty_rows_.bytes() + skipped_.bytes() + thresholds_.bytes() +
+           int8_bytes();
+  }
 
  private:
   Problem problem_;
@@ -78,6 +84,8 @@ class ExecutorState {
   detail::DeviceArray<float> thresholds_;
   DevicePvSkip pv_;
   bool pv_on_ = false;
+  std::unique_ptr<Int8Quant> int8_;  ///< AttendOptions::qk_int8: the codes' prologue and buffers
+  std::size_t int8_bytes() const;
 };
 
 /// The executor's statistics pass (backend.cu; the mma.sync kernel in its kState mode): per row, the base-2

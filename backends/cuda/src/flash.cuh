@@ -75,7 +75,18 @@ struct FlashParams {
   const float* pv_thr;
   int pv_vote, pv_exempt;
   unsigned long long* pv_skipped;
+  // int8 QKᵀ (AttendOptions::qk_int8; sm90 only; off when q8 is null): the codes and scales of int8_quant.cuh.
+  const std::int8_t* q8;
+  const std::int8_t* k8;
+  const float* q_scale;  ///< [(b·Hq + h)·q_blocks + i / quant_block_q]
+  const float* k_scale;  ///< [(b·Hkv + h)·k_blocks + j / quant_block_k]
+  int q_blocks, k_blocks, quant_block_q, quant_block_k;
+  std::int64_t total_q;  // rows of Q along N: seqlen_q, or the packed total of a variable-length batch
 };
+
+/// The int8 mode's code rows (int8_quant.cuh): code_cols(D) bytes, D rounded up to 128 (zero columns past D add exact
+/// zeros), so that a row is whole 128-byte swizzle rows.
+constexpr int code_cols(int d) { return (d + 127) / 128 * 128; }
 
 /// Whether the current device runs the sm90 kernel: compute capability 9.0 and SPATTN_CUDA_KERNEL not "sm80"
 /// (backend.cu). DeviceTileMask shapes its merged work items by it.

@@ -29,6 +29,10 @@
 //   (Exp2Fast) in registers; pack_p; issue_pv (O += P·V, WGMMA with P from registers, V transposed from shared
 //   memory); then release the stage. run_item is the software pipeline: the softmax of chunk j overlaps P·V of
 //   chunk j − 1, and the two warpgroups alternate GEMM turns (ping-pong).
+// - int8 QKᵀ (kInt8, AttendOptions::qk_int8: SpargeAttn's Sage mode): Q and K arrive as the int8 codes of
+//   int8_quant.cuh (code_cols(D) bytes per row, in the same swizzled layout: Q by cp.async, K by TMA boxes of 128 bytes
+//   or the gather), each stage also carries its keys' scales δ_k, S is the exact s32 product (s8 WGMMA m64nkBNk32) and
+//   the softmax takes acc·δ_k as the raw score with scale_log2·δ_q per row in place of scale_log2; P·V as always.
 // - epilogue: per row, normalise by the softmax denominator, store, finish_row (LSE, empty-row count).
 // - flash_sm90_kernel: barrier setup and the split into producer and consumers; then the host side (tensor
 //   maps, launch_kernel, launch_flash_sm90).
@@ -58,6 +62,9 @@ constexpr int kStored = D == 96 ? 128 : D;
 /// Keys per chunk: 128, or 64 for D = 256 (two stages of 64-key K and V, 128 KB, next to the 64 KB Q block).
 template <int D>
 constexpr int kChunkKeys = D == 256 ? 64 : 128;
+/// The int8 mode: rows of code_cols(D) bytes one pass of a warpgroup's 16-byte copies covers (16 or 8).
+template <int D>
+constexpr int kCodeRowStep = 128 / (code_cols(D) / 16);
 
 // ----------------------------------------------------------------------------------------------------------
 // Shared memory
@@ -75,9 +82,15 @@ struct Plan {
   static constexpr int kV = kK + kStages * kTile;
   static constexpr int kKeys = kV + kStages * kTile;  // kStages × kBN key indices
   static constexpr int kMem = kKeys + kStages * kBN * 4;  // kStages × kMemWords membership words (merged items)
-  static constexpr int kBars = kMem + kStages * kMemWords * 4;  // q_full, k_full[S], v_full[S], empty[S], q_empty
+  // The int8 mode: a K stage holds kCodeTile bytes of codes, then (when they fit, D ≥ 96) its kBN key scales;
+  // otherwise (D = 64) the scales get kStages × kBN floats of their own at kKeyScale.
+  static constexpr int kCodeTile = kBN * code_cols(D);
+  static constexpr bool kScaleInStage = kCodeTile + kBN * 4 <= kTile;
+  static constexpr int kKeyScale = kMem + kStages * kMemWords * 4;
+  static constexpr int kBars = kKeyScale + (kScaleInStage ? 0 : kStages * kBN * 4);  // q_full, k_full[S], v_full[S], empty[S], q_empty
   static constexpr int kBytes = kBars + (2 + 3 * kStages) * 8 + 1024;  // + slack to align the base
   static_assert(kBytes <= 227 * 1024);
+  static_assert(code_cols(D) <= 2 * kD);  // the int8 mode's code tiles fit in the Q block and the K stages
 };
 
 // The device pieces below exist in the sm_90a device pass only, the one where the kernel has a body.
@@ -94,11 +107,14 @@ struct Smem {
   std::uint32_t base;  // the plan's 1024-aligned base (shared state space)
   int* key_base;       // kStages × kBN key indices (generic pointer)
   std::uint32_t* mem_base;  // per stage, kMemWords membership words of a merged item's keys (generic pointer)
+  float* key_scale_base;    // per stage, the int8 mode's scales of its kBN keys (generic pointer)
 
   __device__ __forceinline__ explicit Smem(unsigned char* raw)
       : base((smem_addr(raw) + 1023u) & ~1023u),
         key_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kKeys)),
-        mem_base(reinterpret_cast<std::uint32_t*>(raw + (base - smem_addr(raw)) + P::kMem)) {}
+        mem_base(reinterpret_cast<std::uint32_t*>(raw + (base - smem_addr(raw)) + P::kMem)),
+        key_scale_base(reinterpret_cast<float*>(raw + (base - smem_addr(raw)) +
+                                                (P::kScaleInStage ? P::kK + P::kCodeTile : P::kKeyScale))) {}
 
   __device__ __forceinline__ std::uint32_t q() const { return base + P::kQ; }
   __device__ __forceinline__ std::uint32_t k(int s) const { return base + P::kK + s * P::kTile; }
@@ -107,6 +123,10 @@ struct Smem {
   /// Merged items: word (kBN / 32)·m + w holds bit b for the stage's key 32·w + b when member tile m kept that key's
   /// tile.
   __device__ __forceinline__ std::uint32_t* mem(int s) const { return mem_base + s * P::kMemWords; }
+  /// int8 mode: the dequantization scale of each of the stage's keys (0 for a −1 entry).
+  __device__ __forceinline__ float* key_scale(int s) const {
+    return key_scale_base + s * (P::kScaleInStage ? P::kTile / 4 : kBN);
+  }
   __device__ __forceinline__ std::uint32_t q_full() const { return base + P::kBars; }
   __device__ __forceinline__ std::uint32_t k_full(int s) const { return base + P::kBars + 8u * (1 + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const { return base + P::kBars + 8u * (1 + kStages + s); }
@@ -197,12 +217,16 @@ struct Scheduler {
 
 /// Loads each item's Q block, then its K/V chunks into the stages of the pipeline. Thread t copies the
 /// 16-byte chunk c of rows r_first, r_first + kRowStep, … of every tile it fills by cp.async.
-template <class T, int D, bool kTma, bool kMerged>
+/// kInt8 (AttendOptions::qk_int8): Q and K are the int8 codes (FlashParams::q8 / k8, code_cols(D) bytes per row: chunk
+/// c8 of rows r8, r8 + kCodeRowStep<D>, …), and each stage also gets its keys' dequantization scales.
+template <class T, int D, bool kTma, bool kMerged, bool kInt8>
 struct Producer {
   using P = Plan<D>;
   static constexpr int kD = P::kD, kBN = P::kBN, kStages = P::kStages;
   static constexpr int kCols = kD / 8;          // 16-byte chunks per stored row
   static constexpr int kRowStep = 128 / kCols;  // rows covered by one pass of the warpgroup
+  static constexpr int kCodeCols = code_cols(D);
+  static constexpr int kKBytes = kInt8 ? kBN * kCodeCols : kBN * kD * 2;  // one stage's K tile
 
   const FlashParams& p;
   const Smem<D>& sm;
@@ -214,12 +238,14 @@ struct Producer {
   int col;     // the first element of this thread's chunk in global memory (0 for a padding chunk)
   int bytes;   // 16, or 0 for a padding chunk (zero-filled)
   int k_sn, v_sn;  // < 2^31 (checked on the host)
+  int c8, r8;      // int8 mode: this thread's 16-byte chunk of a code row, and its first row
 
   __device__ __forceinline__ Producer(const FlashParams& params, const Smem<D>& smem, const CUtensorMap& k_map,
                                       const CUtensorMap& v_map, const CUtensorMap& k_fine, const CUtensorMap& v_fine)
       : p(params), sm(smem), tma_k(k_map), tma_v(v_map), tma_k_fine(k_fine), tma_v_fine(v_fine),
         t(static_cast<int>(threadIdx.x)), c(t % kCols), r_first(t / kCols), col(c * 8 < D ? c * 8 : 0),
-        bytes(c * 8 < D ? 16 : 0), k_sn(static_cast<int>(params.k_sn)), v_sn(static_cast<int>(params.v_sn)) {}
+        bytes(c * 8 < D ? 16 : 0), k_sn(static_cast<int>(params.k_sn)), v_sn(static_cast<int>(params.v_sn)),
+        c8(t % (kCodeCols / 16)), r8(t / (kCodeCols / 16)) {}
 
   __device__ __forceinline__ void run(const Scheduler<kBN>& sched) {
     int it = 0;  // chunks loaded over all items: stage it % kStages, phase (it / kStages) & 1
@@ -228,7 +254,11 @@ struct Producer {
       load_q(item, n);
       const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : item.b * p.k_sb) + item.hkv * p.k_sh + item.off_kv * p.k_sn + col;
       const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : item.b * p.v_sb) + item.hkv * p.v_sh + item.off_kv * p.v_sn + col;
-      for (int chunk = 0; chunk < item.chunks; ++chunk, ++it) load_chunk(item, chunk, it, kg, vg);
+      const std::int8_t* k8g = nullptr;  // int8 mode: this thread's chunk of the item's K code rows
+      if constexpr (kInt8)
+        k8g = p.k8 + (((p.cu_kv ? 0 : item.b) * static_cast<std::int64_t>(p.heads_kv) + item.hkv) * p.total_kv + item.off_kv) *
+                         kCodeCols + c8 * 16;
+      for (int chunk = 0; chunk < item.chunks; ++chunk, ++it) load_chunk(item, chunk, it, kg, vg, k8g);
     }
     cp_async_wait<0>();  // nothing left in flight when the producer exits
   }
@@ -237,21 +267,40 @@ struct Producer {
   __device__ __forceinline__ void load_q(const WorkItem& item, int n) {
     const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : item.b * p.q_sb) + item.h * p.q_sh + col;
     mbar_wait(sm.q_empty(), (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
+    if constexpr (kInt8) {
+      const std::int8_t* q8g =
+          p.q8 + (((p.cu_q ? 0 : item.b) * static_cast<std::int64_t>(p.heads_q) + item.h) * p.total_q + item.off_q) * kCodeCols + c8 * 16;
 #pragma unroll 4
-    for (int r = r_first; r < kBM; r += kRowStep) {
-      const bool ok = item.row0 + r < item.nq;
-      cp_async16(sm.q() + swizzled_offset(kBM, r, c), qg + (ok ? (item.off_q + item.row0 + r) * p.q_sn : 0), ok ? bytes : 0);
+      for (int r = r8; r < kBM; r += kCodeRowStep<D>) {
+        const bool ok = item.row0 + r < item.nq;
+        cp_async16(sm.q() + swizzled_offset(kBM, r, c8), q8g + (ok ? item.row0 + r : 0) * kCodeCols, ok ? 16 : 0);
+      }
+    } else {
+#pragma unroll 4
+      for (int r = r_first; r < kBM; r += kRowStep) {
+        const bool ok = item.row0 + r < item.nq;
+        cp_async16(sm.q() + swizzled_offset(kBM, r, c), qg + (ok ? (item.off_q + item.row0 + r) * p.q_sn : 0), ok ? bytes : 0);
+      }
     }
     cp_async_mbar_arrive(sm.q_full());  // no wait: the first K/V chunk's loads follow right behind Q's
   }
 
   /// Chunk `chunk` of the item into stage it % kStages: its key indices, then its K and V rows by the
   /// cheapest path that applies. kg / vg: this thread's column of the item's K / V head.
-  __device__ __forceinline__ void load_chunk(const WorkItem& item, int chunk, int it, const T* kg, const T* vg) {
+  __device__ __forceinline__ void load_chunk(const WorkItem& item, int chunk, int it, const T* kg, const T* vg,
+                                             const std::int8_t* k8g) {
     const int s = it % kStages;
     mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
     int* keys = sm.keys(s);
-    if (t < kBN) keys[t] = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
+    if (t < kBN) {
+      const int j = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
+      keys[t] = j;
+      if constexpr (kInt8)  // the key's scale (0 for −1), copied like its row: k_full completes when it has landed
+        cp_async4(smem_addr(sm.key_scale(s) + t),
+                  p.k_scale + (static_cast<std::int64_t>(item.b) * p.heads_kv + item.hkv) * p.k_blocks +
+                      max(j, 0) / p.quant_block_k,
+                  j >= 0 ? 4 : 0);
+    }
     if constexpr (kMerged) {  // the members' key sets, one ballot per member and warp; published with the keys (k_full)
       const int slot = (chunk * kBN + t) / p.tile_k;
       const unsigned bits = slot < item.count ? item.members[slot] : 0u;
@@ -264,7 +313,7 @@ struct Producer {
     const int j0 = keys[0];
     if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) load_tma(item, s, j0);
     else if (kTma && p.tma_fine_rows > 0 && keys[kBN - 1] >= 0) load_tma_fine(item, s, keys);
-    else load_gather(s, keys, kg, vg);
+    else load_gather(s, keys, kg, vg, k8g);
   }
 
   /// The stage's K and V barriers for a TMA-loaded chunk: this thread's release arrive (keys) and copy arrivals.
@@ -279,10 +328,10 @@ struct Producer {
   __device__ __forceinline__ void load_tma(const WorkItem& item, int s, int j0) {
     if (t == 0) {
       const int row = static_cast<int>(item.off_kv) + j0, bb = p.cu_kv ? 0 : item.b;
-      mbar_expect_tx(sm.k_full(s), kBN * kD * 2);
+      mbar_expect_tx(sm.k_full(s), kKBytes);
 #pragma unroll
-      for (int cb = 0; cb < kD / 64; ++cb)
-        tma_load_4d(sm.k(s) + cb * kBN * 128, &tma_k, cb * 64, row, item.hkv, bb, sm.k_full(s));
+      for (int cb = 0; cb < (kInt8 ? kCodeCols / 128 : kD / 64); ++cb)  // 128-byte columns of 64 elements or codes
+        tma_load_4d(sm.k(s) + cb * kBN * 128, &tma_k, cb * (kInt8 ? 128 : 64), row, item.hkv, bb, sm.k_full(s));
       mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
 #pragma unroll
       for (int cb = 0; cb < kD / 64; ++cb)
@@ -297,7 +346,7 @@ struct Producer {
     if (t < 32) {
       const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
       if (t == 0) {
-        mbar_expect_tx(sm.k_full(s), kBN * kD * 2);
+        mbar_expect_tx(sm.k_full(s), kKBytes);
         mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
       }
       __syncwarp();
@@ -306,8 +355,13 @@ struct Producer {
 #pragma unroll
         for (int cb = 0; cb < kD / 64; ++cb) {
           const std::uint32_t at = s * P::kTile + cb * kBN * 128 + t * rows * 128;
-          tma_load_4d(sm.base + P::kK + at, &tma_k_fine, cb * 64, row, item.hkv, bb, sm.k_full(s));
+          if (!kInt8) tma_load_4d(sm.base + P::kK + at, &tma_k_fine, cb * 64, row, item.hkv, bb, sm.k_full(s));
           tma_load_4d(sm.base + P::kV + at, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
+        }
+        if constexpr (kInt8) {
+#pragma unroll
+          for (int cb = 0; cb < kCodeCols / 128; ++cb)
+            tma_load_4d(sm.k(s) + cb * kBN * 128 + t * rows * 128, &tma_k_fine, cb * 128, row, item.hkv, bb, sm.k_full(s));
         }
       }
     }
@@ -324,12 +378,22 @@ struct Producer {
 
   /// Any chunk (stripes, the causal diagonal, the end of the list): 16-byte cp.async copies of the keys' rows,
   /// zero-filled for the −1 entries. This thread copies chunk c of rows r_first + kRowStep·i.
-  __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg) {
+  __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg, const std::int8_t* k8g) {
     const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
+    if constexpr (kInt8) {  // code rows: chunk c8 of rows r8 + kCodeRowStep<D>·i (a multiple of 8: one swizzle phase)
+      const std::uint32_t dst8 = swizzled_offset(kBN, r8, c8);
 #pragma unroll
-    for (int i = 0; i < kBN / kRowStep; ++i) {
-      const int j = keys[r_first + i * kRowStep];
-      cp_async16(sm.k(s) + gather_offset(dst0, i), kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? bytes : 0);
+      for (int i = 0; i < kBN / kCodeRowStep<D>; ++i) {
+        const int j = keys[r8 + i * kCodeRowStep<D>];
+        cp_async16(sm.k(s) + dst8 + i * kCodeRowStep<D> * 128, k8g + static_cast<std::int64_t>(max(j, 0)) * kCodeCols,
+                   j >= 0 ? 16 : 0);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBN / kRowStep; ++i) {
+        const int j = keys[r_first + i * kRowStep];
+        cp_async16(sm.k(s) + gather_offset(dst0, i), kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? bytes : 0);
+      }
     }
     mbar_arrive(sm.k_full(s));           // publishes keys[t] (release)
     cp_async_mbar_arrive(sm.k_full(s));  // completes when this thread's K copies have landed
@@ -375,7 +439,10 @@ __device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& i
 /// accumulator layout), the online-softmax state and the output accumulators of the current item.
 /// kMerged: the items are merged 16/32/64-row tiles (DeviceTileMask::item_rows = 128): every chunk is masked by the
 /// rows' membership too (a separate instantiation, so the other paths' softmax stays as tight as it was).
-template <class T, int D, bool kPingpong, bool kPvSkip, bool kMerged>
+/// kInt8 (AttendOptions::qk_int8): S is the exact s32 product of the codes (s8 WGMMA, k32 steps), scored as
+/// (acc · δ_k) · (scale_log2 · δ_q) — the reference's acc · (scale_log2 · (δ_q · δ_k)) up to the order of the two
+/// roundings (≤ 2 ulp of a score; the products themselves are exact on both).
+template <class T, int D, bool kPingpong, bool kPvSkip, bool kMerged, bool kInt8>
 struct Consumer {
   using P = Plan<D>;
   // The products run over the stored columns (D = 96: 128, zero-padded), kBN keys per chunk.
@@ -391,6 +458,7 @@ struct Consumer {
   mask_policy::RowKeys<int> wg_keys;      // the keys that row sees
   mask_policy::RowKeys<int> row_keys[2];  // the keys this thread's rows (g and g + 8 of its warp's 16) see
   int member = 0;  // merged items: the member tile of this warp's 16 rows (tile_q is 16, 32 or 64)
+  float row_scale[2] = {0.0f, 0.0f};  // int8 mode: scale_log2 · δ_q of this thread's two rows
   float acc_o[kD / 2];
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // reset per item
   float acc_s[kBN / 2];            // S of the current chunk, then its weights
@@ -438,6 +506,15 @@ struct Consumer {
       row_keys[half] =
           mask_policy::RowKeys<int>(wg_row0 + warp * 16 + g + 8 * half, item.nq, item.nkv, p.causal != 0);
     if constexpr (kMerged) member = (64 * cw + warp * 16) / p.tile_q;
+    // (Braces around a pragma'd loop under an `if`: without them nvcc 13 took the next loop into the branch too.)
+    if constexpr (kInt8) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // rows past the sequence read the last row's scale (never stored)
+        const int i = min(wg_row0 + warp * 16 + g + 8 * half, item.nq - 1);
+        row_scale[half] =
+            p.scale_log2 * p.q_scale[(static_cast<std::int64_t>(item.b) * p.heads_q + item.h) * p.q_blocks + i / p.quant_block_q];
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) acc_o[i] = 0.0f;
     m_run[0] = m_run[1] = -INFINITY;
@@ -534,11 +611,20 @@ struct Consumer {
   /// 128-byte swizzled rows, then the next 64-column block).
   __device__ __forceinline__ void issue_s(int s) {
     const std::uint32_t k_base = sm.k(s);
+    if constexpr (kInt8) {  // code_cols(D) / 32 k32 steps of s8 codes, 32 bytes each, like the k16 steps below
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      const std::uint32_t col = (ks % 4) * 32u;
-      wgmma_ss<kHalf, kBN>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
-                           smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+      for (int ks = 0; ks < code_cols(D) / 32; ++ks) {
+        const std::uint32_t col = (ks % 4) * 32u;
+        wgmma_ss_s8<kBN>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
+                         smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        const std::uint32_t col = (ks % 4) * 32u;
+        wgmma_ss<kHalf, kBN>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
+                             smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+      }
     }
     wgmma_commit();
   }
@@ -568,6 +654,7 @@ struct Consumer {
   /// the chunk (only used for votes of ≥ 64 rows).
   __device__ __forceinline__ bool softmax(const WorkItem& item, int s, int chunk, float (&alpha)[2]) {
     const int* keys = sm.keys(s);
+    if constexpr (kInt8) dequantize(s);
     // Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
     // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk. A merged item's rows
     // also mask the keys of tiles their own member tile did not keep.
@@ -599,7 +686,7 @@ struct Consumer {
         mx[half] = fmaxf(mx[half], __shfl_xor_sync(0xffffffffu, mx[half], 2));
       }
     }
-    float m_new[2] = {fmaxf(mx[0] * p.scale_log2, m_run[0]), fmaxf(mx[1] * p.scale_log2, m_run[1])};
+    float m_new[2] = {fmaxf(mx[0] * scale(0), m_run[0]), fmaxf(mx[1] * scale(1), m_run[1])};
     bool all_skipped = false;
     if constexpr (kPvSkip) {
       const int per = kBN / p.tile_k;  // tiles in a chunk: 1 (tile_k = 128) or 2 (64)
@@ -614,8 +701,8 @@ struct Consumer {
           // Rows past the sequence (padding of the last block) agree, as they are not in the reference's group.
           const int i0 = wg_row0 + warp * 16 + g;
           const bool mine =
-              (i0 >= item.nq || mask_policy::pv_row_votes_skip(tm[0][tt] * p.scale_log2, m_cur[0], pv_thr)) &&
-              (i0 + 8 >= item.nq || mask_policy::pv_row_votes_skip(tm[1][tt] * p.scale_log2, m_cur[1], pv_thr));
+              (i0 >= item.nq || mask_policy::pv_row_votes_skip(tm[0][tt] * scale(0), m_cur[0], pv_thr)) &&
+              (i0 + 8 >= item.nq || mask_policy::pv_row_votes_skip(tm[1][tt] * scale(1), m_cur[1], pv_thr));
           skip_t[tt] = p.pv_vote == 16    ? __all_sync(0xffffffffu, mine)
                        : p.pv_vote == 64 ? bar_red_and(4 + cw, 128, mine)
                                          : bar_red_and(6, 256, mine);
@@ -624,8 +711,8 @@ struct Consumer {
           pv_count += pv_leader;
         } else {
           all_skipped = false;
-          m_cur[0] = fmaxf(m_cur[0], tm[0][tt] * p.scale_log2);
-          m_cur[1] = fmaxf(m_cur[1], tm[1][tt] * p.scale_log2);
+          m_cur[0] = fmaxf(m_cur[0], tm[0][tt] * scale(0));
+          m_cur[1] = fmaxf(m_cur[1], tm[1][tt] * scale(1));
         }
       }
       m_new[0] = m_cur[0], m_new[1] = m_cur[1];
@@ -646,13 +733,34 @@ struct Consumer {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = acc_s[4 * nt + 2 * half + e];
-          x = exp2_fast(x * p.scale_log2 - m_use);
+          x = exp2_fast(x * scale(half) - m_use);
           sum += x;
         }
       l_run[half] = fma_f32(l_run[half], alpha[half], sum);
       m_run[half] = m_new[half];
     }
     return kPvSkip && all_skipped && p.pv_vote >= 64;
+  }
+
+  /// The factor from a chunk's raw scores to base-2 logits for row half `half`: scale_log2, or in the int8 mode
+  /// scale_log2 · δ_q of the row (the raw scores are then acc · δ_k: dequantize).
+  __device__ __forceinline__ float scale(int half) const { return kInt8 ? row_scale[half] : p.scale_log2; }
+
+  /// int8 mode: the chunk's s32 products (acc_s's bits) as raw scores acc · δ_k, δ_k the key's scale from the stage.
+  /// Score (nt, e) of this thread is key 8·nt + 2·t4 + e. The conversion to fp32 is exact without I2F (a quarter-rate
+  /// instruction, 64 per chunk and thread): |acc| ≤ 127²·256 < 2²², so the bits of acc + 0x4B400000 are the float
+  /// 1.5·2²³ + acc, and subtracting 1.5·2²³ leaves acc.
+  __device__ __forceinline__ void dequantize(int s) {
+    const float* dk = sm.key_scale(s);
+#pragma unroll
+    for (int nt = 0; nt < kBN / 8; ++nt) {
+      const float2 d2 = *reinterpret_cast<const float2*>(dk + nt * 8 + 2 * t4);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        float& x = acc_s[4 * nt + r];
+        x = (__int_as_float(__float_as_int(x) + 0x4B400000) - 12582912.0f) * (r % 2 == 0 ? d2.x : d2.y);
+      }
+    }
   }
 
   /// Merged items: the scores of keys whose tile this warp's member tile did not keep become −∞. The warp reads its
@@ -704,7 +812,7 @@ struct Consumer {
 // ----------------------------------------------------------------------------------------------------------
 // Kernel
 
-template <class T, int D, bool kPingpong, bool kTma, bool kPvSkip, bool kMerged>
+template <class T, int D, bool kPingpong, bool kTma, bool kPvSkip, bool kMerged, bool kInt8>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_sm90_kernel(const __grid_constant__ FlashParams p, const __grid_constant__ CUtensorMap tma_k,
                       const __grid_constant__ CUtensorMap tma_v, const __grid_constant__ CUtensorMap tma_k_fine,
@@ -719,11 +827,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x / 128 == 0) {
     // D = 256: the consumers' 128 output accumulators need more (128 × 40 + 256 × 232 ≤ 65536, like 56 / 224).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(D == 256 ? 40 : 56));
-    Producer<T, D, kTma, kMerged> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
+    Producer<T, D, kTma, kMerged, kInt8> producer(p, sm, tma_k, tma_v, tma_k_fine, tma_v_fine);
     producer.run(sched);
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(D == 256 ? 232 : 224));
-    Consumer<T, D, kPingpong, kPvSkip, kMerged> consumer(p, sm);
+    Consumer<T, D, kPingpong, kPvSkip, kMerged, kInt8> consumer(p, sm);
     consumer.run(sched);
   }
 #else
@@ -748,27 +856,31 @@ EncodeTiled encode_tiled() {
   return fn;
 }
 
-/// A 4-D tensor map (D, rows, heads_kv, batch) over K or V with box_rows × 64 boxes and the 128-byte swizzle.
+/// A 4-D tensor map (D, rows, heads_kv, batch) over K or V with box_rows × 64 boxes and the 128-byte swizzle; with
+/// `codes`, over the int8 mode's K codes ([B', Hkv, total_kv, code_cols(d)] bytes) with box_rows × 128 boxes.
 bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& p, std::int64_t sn, std::int64_t sh,
-              std::int64_t sb, int d, int box_rows) {
+              std::int64_t sb, int d, int box_rows, bool codes = false) {
   const EncodeTiled encode = encode_tiled();
   if (encode == nullptr) return false;
   const bool varlen = p.cu_kv != nullptr;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(p.total_kv),
-                              static_cast<cuuint64_t>(p.heads_kv), varlen ? 1u : static_cast<cuuint64_t>(p.batch)};
-  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sn) * 2, static_cast<cuuint64_t>(sh) * 2,
-                                 static_cast<cuuint64_t>(varlen || sb == 0 ? 16 : sb * 2)};
-  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
-  return encode(&map, half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-                const_cast<void*>(data), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const cuuint64_t elem = codes ? 1 : 2, cols = codes ? code_cols(d) : d;
+  if (codes) sn = cols, sh = cols * p.total_kv, sb = sh * p.heads_kv;
+  const cuuint64_t dims[4] = {cols, static_cast<cuuint64_t>(p.total_kv), static_cast<cuuint64_t>(p.heads_kv),
+                              varlen ? 1u : static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[3] = {static_cast<cuuint64_t>(sn) * elem, static_cast<cuuint64_t>(sh) * elem,
+                                 static_cast<cuuint64_t>(varlen || sb == 0 ? 16 : sb * elem)};
+  const cuuint32_t box[4] = {codes ? 128u : 64u, static_cast<cuuint32_t>(box_rows), 1, 1}, unit[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type =
+      codes ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : half ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  return encode(&map, type, 4, const_cast<void*>(data), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <class T, int D, bool kTma, bool kPvSkip, bool kMerged = false>
+template <class T, int D, bool kTma, bool kPvSkip, bool kMerged, bool kInt8>
 void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
   using P = Plan<D>;
-  auto kernel = flash_sm90_kernel<T, D, true, kTma, kPvSkip, kMerged>;
+  auto kernel = flash_sm90_kernel<T, D, true, kTma, kPvSkip, kMerged, kInt8>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int items = order_size * (params.heads_q / params.mask_heads);
   int dev = 0, sms = 0;
@@ -785,36 +897,49 @@ void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int 
   if (grid > 0) kernel<<<grid, kThreads, P::kBytes, stream>>>(f, maps[0], maps[1], maps[2], maps[3]);
 }
 
+/// The kernel for the paths `f` asks for (merged items, PV-skip; int8: kInt8), TMA or not.
+template <class T, int D, bool kInt8>
+void launch_paths(const FlashParams& f, bool tma, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
+  if (f.item_rows == 128) {  // merged 16/32/64-row tiles (no PV-skip: it needs 128k-row tiles)
+    tma ? launch_kernel<T, D, true, false, true, kInt8>(f, maps, order_size, stream)
+        : launch_kernel<T, D, false, false, true, kInt8>(f, maps, order_size, stream);
+  } else if (f.pv_thr != nullptr) {
+    if constexpr (kChunkKeys<D> == 128)
+      tma ? launch_kernel<T, D, true, true, false, kInt8>(f, maps, order_size, stream)
+          : launch_kernel<T, D, false, true, false, kInt8>(f, maps, order_size, stream);
+    else  // the backend refuses PV-skip at D = 256 before this; never launch nothing silently
+      fail("cuda backend: PV-skip needs 128-key chunks (head_dim 64, 96 or 128)");
+  } else {
+    tma ? launch_kernel<T, D, true, false, false, kInt8>(f, maps, order_size, stream)
+        : launch_kernel<T, D, false, false, false, kInt8>(f, maps, order_size, stream);
+  }
+}
+
 }  // namespace
 
 /// Chunks of 128 consecutive keys are copied by TMA when the driver encodes tensor maps for K and V (it refuses
 /// strides that are not multiples of 16 bytes, for one); so are fully valid chunks of 8-, 16-, 32- or 64-key
 /// tiles (one box per tile). Other chunks (stripes, the causal diagonal, the end) take the cp.async gather.
-/// SPATTN_CUDA_NO_TMA=1 forces cp.async everywhere (A/B runs, conformance of both paths).
+/// SPATTN_CUDA_NO_TMA=1 forces cp.async everywhere (A/B runs, conformance of both paths). In the int8 mode the K maps
+/// are over the codes (f.k8).
 template <class T, int D>
 void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t stream) {
   constexpr bool kHalf = std::is_same_v<T, __half>;
   CUtensorMap maps[4] = {};
   FlashParams f = params;
   const int fine = params.tile_k;
+  const bool int8 = f.q8 != nullptr;
+  const void* k_data = int8 ? static_cast<const void*>(f.k8) : f.k;
   const bool tma = std::getenv("SPATTN_CUDA_NO_TMA") == nullptr &&
-                   make_map(maps[0], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, kChunkKeys<D>) &&
+                   make_map(maps[0], kHalf, k_data, f, f.k_sn, f.k_sh, f.k_sb, D, kChunkKeys<D>, int8) &&
                    make_map(maps[1], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, kChunkKeys<D>);
   f.tma_fine_rows = 0;
   if (tma && (fine == 8 || fine == 16 || fine == 32 || fine == 64) &&
-      make_map(maps[2], kHalf, f.k, f, f.k_sn, f.k_sh, f.k_sb, D, fine) &&
+      make_map(maps[2], kHalf, k_data, f, f.k_sn, f.k_sh, f.k_sb, D, fine, int8) &&
       make_map(maps[3], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, fine))
     f.tma_fine_rows = fine;
-  if (f.item_rows == 128) {  // merged 16/32/64-row tiles (no PV-skip: it needs 128k-row tiles)
-    tma ? launch_kernel<T, D, true, false, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, false, true>(f, maps, order_size, stream);
-  } else if (f.pv_thr != nullptr) {
-    if constexpr (kChunkKeys<D> == 128)
-      tma ? launch_kernel<T, D, true, true>(f, maps, order_size, stream) : launch_kernel<T, D, false, true>(f, maps, order_size, stream);
-    else  // the backend refuses PV-skip at D = 256 before this; never launch nothing silently
-      fail("cuda backend: PV-skip needs 128-key chunks (head_dim 64, 96 or 128)");
-  } else {
-    tma ? launch_kernel<T, D, true, false>(f, maps, order_size, stream) : launch_kernel<T, D, false, false>(f, maps, order_size, stream);
-  }
+  if (int8) launch_paths<T, D, true>(f, tma, maps, order_size, stream);
+  else launch_paths<T, D, false>(f, tma, maps, order_size, stream);
 }
 
 template void launch_flash_sm90<__half, 64>(const FlashParams&, int, cudaStream_t);

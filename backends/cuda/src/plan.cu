@@ -71,6 +71,7 @@ struct Plan::Impl {
   std::unique_ptr<DeviceEstimator> estimator;
   std::unique_ptr<DeviceTileMask> mask;
   bool resumed = false;  ///< the last estimate was estimate(q, k, v, o) of a resuming estimator
+  bool qk_int8 = false;  ///< AttendOptions::qk_int8: every kept tile is computed from the codes, none resumed
 };
 
 std::vector<std::string> Plan::not_supported_reasons(const MethodConfig& config, const Problem& problem) {
@@ -106,6 +107,7 @@ void Plan::build(const MethodConfig& config, const Problem& problem, const Atten
   validate(config, problem);
   Impl& m = *impl_;
   m.problem = problem;
+  m.qk_int8 = options.qk_int8;
   const AttendOptions with_method = attend_options_of(config, options);
   if (options.resume != nullptr)
     fail("cuda plan: AttendOptions::resume is attend()'s option; a plan resumes from its own estimator's pass");
@@ -131,7 +133,8 @@ void Plan::estimate(const TensorView& q, const TensorView& k, CUstream_st* strea
 void Plan::estimate(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
                     CUstream_st* stream) {
   Impl& m = *impl_;
-  if (m.estimator->covered() == nullptr) return estimate(q, k, stream);
+  // The int8 mode computes every kept tile from the codes: the estimator's exact pass cannot be part of its answer.
+  if (m.estimator->covered() == nullptr || m.qk_int8) return estimate(q, k, stream);
   m.problem.validate(q, k, v, o);
   const std::vector<std::string> why = tensor_not_supported_reasons(q, k, v, o);
   if (!why.empty()) fail("cuda plan: estimate:", joined(why));

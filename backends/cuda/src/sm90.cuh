@@ -1,9 +1,9 @@
 // Hopper (sm_90a) building blocks of flash_sm90.cu and SALE's candidate kernel (sale.cu): mbarrier waits and
 // arrivals, the async-proxy fence, and the warpgroup MMA (wgmma) with the shared-memory matrix descriptors it reads,
 // for the flash kernel's two products: S = Q·Kᵀ (both operands in shared memory, K-major) and O += P·V (P in registers,
-// V in shared memory, MN-major, i.e. transposed), and SALE's integer Q·Kᵀ of s8 codes (k32 steps: also 32 bytes).
-// Accumulators are fp32 (s32 for SALE) in the m64nN register layout, which per warp is the mma.sync m16n8 layout
-// repeated over N/8 column blocks.
+// V in shared memory, MN-major, i.e. transposed), and the integer Q·Kᵀ of s8 codes (k32 steps: also 32 bytes) of SALE's
+// candidates and of the executor's int8 mode. Accumulators are fp32 (s32 for the codes) in the m64nN register layout,
+// which per warp is the mma.sync m16n8 layout repeated over N/8 column blocks.
 //
 // Shared-memory layout of every tile (the 128-byte swizzle of the descriptor's layout type 1): the D columns
 // are split into blocks of 64 elements (128 bytes); each block holds all rows, 128 bytes per row, and the
@@ -38,6 +38,11 @@ __device__ __forceinline__ void wgmma_wait() {
       "+f"(d[i + 7])
 #define SPATTN_WGMMA_D32(i) SPATTN_WGMMA_D8(i), SPATTN_WGMMA_D8(i + 8), SPATTN_WGMMA_D8(i + 16), SPATTN_WGMMA_D8(i + 24)
 #define SPATTN_WGMMA_D64 SPATTN_WGMMA_D32(0), SPATTN_WGMMA_D32(32)
+// The same for s32 accumulators u[0 … N/2 − 1] (the integer products of s8 codes).
+#define SPATTN_WGMMA_U8(i)                                                                                         \
+  "+r"(u[i]), "+r"(u[i + 1]), "+r"(u[i + 2]), "+r"(u[i + 3]), "+r"(u[i + 4]), "+r"(u[i + 5]), "+r"(u[i + 6]),  \
+      "+r"(u[i + 7])
+#define SPATTN_WGMMA_U32(i) SPATTN_WGMMA_U8(i), SPATTN_WGMMA_U8(i + 8), SPATTN_WGMMA_U8(i + 16), SPATTN_WGMMA_U8(i + 24)
 #define SPATTN_WGMMA_D128 SPATTN_WGMMA_D64, SPATTN_WGMMA_D32(64), SPATTN_WGMMA_D32(96)
 // A and B from shared memory (descriptors a, b; "ss"), or A from registers (a[4]; "rs"); the accumulate predicate last.
 #define SPATTN_WGMMA_SS_N128(TYPE)                                                                              \
@@ -112,6 +117,25 @@ __device__ __forceinline__ void wgmma_ss_s8_n64(int (&lo)[16], int (&hi)[16], st
       : "l"(a), "l"(b), "r"(1));
 }
 
+/// d[N/2] (+)= A·Bᵀ for a 64×32 A and an N×32 B of s8 codes (N = 64 or 128), both K-major in shared memory
+/// (accumulate = 0: d = A·Bᵀ): the exact s32 products, left in d's registers as integer bits (read them with
+/// __float_as_int), so one accumulator array serves the integer products and then their fp32 scores.
+template <int N>
+__device__ __forceinline__ void wgmma_ss_s8(float (&d)[N / 2], std::uint64_t a, std::uint64_t b, int accumulate) {
+  static_assert(N == 64 || N == 128);
+  std::uint32_t(&u)[N / 2] = reinterpret_cast<std::uint32_t(&)[N / 2]>(d);
+  if constexpr (N == 128)
+    asm volatile("{.reg .pred p; setp.ne.b32 p, %66, 0; wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p;}\n"
+                 : SPATTN_WGMMA_U32(0), SPATTN_WGMMA_U32(32)
+                 : "l"(a), "l"(b), "r"(accumulate));
+  else
+    asm volatile("{.reg .pred p; setp.ne.b32 p, %34, 0; wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8"
+                 " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p;}\n"
+                 : SPATTN_WGMMA_U32(0)
+                 : "l"(a), "l"(b), "r"(accumulate));
+}
+
 #undef SPATTN_WGMMA_SS_N128
 #undef SPATTN_WGMMA_SS_N64
 #undef SPATTN_WGMMA_RS_N256
@@ -121,6 +145,8 @@ __device__ __forceinline__ void wgmma_ss_s8_n64(int (&lo)[16], int (&hi)[16], st
 #undef SPATTN_WGMMA_D64
 #undef SPATTN_WGMMA_D32
 #undef SPATTN_WGMMA_D8
+#undef SPATTN_WGMMA_U32
+#undef SPATTN_WGMMA_U8
 
 __device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");

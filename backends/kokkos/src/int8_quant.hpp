@@ -1,7 +1,7 @@
 // SpargeAttn's quantized compute mode (AttendOptions::qk_int8; research/spargeattn.md §2, spattn/quant.hpp) before the
-// executor runs: the key means (rounded to the input dtype) that smooth K, and the int8 scales of every block of
+// executor runs: the key means (sequence_mean, rounded to the input dtype) that smooth K, and the int8 scales of every block of
 // quant_block_q query rows and quant_block_k smoothed keys — the reference's make_quant (reference/src/executor.cpp)
-// as Kokkos kernels, with the same bits (column_mean's order; a block's amax is a max: any order).
+// as Kokkos kernels, with the same bits (sequence_mean's order; a block's amax is a max: any order).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -14,12 +14,6 @@
 
 namespace spattn::kokkos {
 
-/// x rounded to `dtype` and back (what storing it in that dtype does).
-KOKKOS_INLINE_FUNCTION float round_to_dtype(float x, DType dtype) {
-  return dtype == DType::f16 ? f16_bits_to_f32(f32_to_f16_bits(x))
-                             : dtype == DType::bf16 ? bf16_bits_to_f32(f32_to_bf16_bits(x)) : x;
-}
-
 /// Where the quantized mode's per-block data live (execution space memory), as the executor reads them.
 struct Int8Blocks {
   const float* k_mean = nullptr;   ///< [(b·Hkv + h)·D + e], rounded to the input dtype
@@ -29,9 +23,9 @@ struct Int8Blocks {
   int block_q = 128, block_k = 64;
   DType dtype = DType::f32;
 
-  /// K' = K − mean, rounded to the input dtype (the subtraction the authors' kernel does in that dtype).
+  /// K' = K − mean, rounded to the input dtype (spattn/quant.hpp).
   KOKKOS_INLINE_FUNCTION float smoothed(float k, std::int64_t bh_kv, std::int64_t d, std::int64_t e) const {
-    return round_to_dtype(k - k_mean[bh_kv * d + e], dtype);
+    return int8_smoothed_key(k, k_mean[bh_kv * d + e], dtype);
   }
 };
 
@@ -47,7 +41,14 @@ struct Int8KeyMean {
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::int64_t bh = team.league_rank(), b = bh / s.heads_kv, h = bh % s.heads_kv, n = s.nkv(b);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t e) {
-      mean[bh * s.d + e] = round_to_dtype(column_mean([&](std::int64_t j) { return k.load(s.row(k, false, b, h, j) + e); }, n), dtype);
+      const auto value = [&](std::int64_t j) { return k.load(s.row(k, false, b, h, j) + e); };
+      const float mu = sequence_mean(
+          [&](std::int64_t t) {
+            const std::int64_t first = t * kMeanChunk, end = first + kMeanChunk < n ? first + kMeanChunk : n;
+            return column_sum(value, first, end);
+          },
+          n);
+      mean[bh * s.d + e] = round_to_dtype(mu, dtype);
     });
   }
 };
