@@ -639,6 +639,47 @@ TEST_CASE("Plan resumed from the estimator's exact pass (SALE, AnchorAttention):
 /// head its τ is the reference's on the same samples in host memory, or one halving step from it (the rule compares
 /// Err with a bound, and the GPU's outputs round differently: a head at the bound may land on the other side); and,
 /// independently, each head's Err at the GPU's τ measured on the reference is within 10 % of the bound.
+// The int8 QKᵀ mode through cuda::Plan: every kept tile is computed from the codes, so a resuming estimator's exact bf16
+// pass (SALE's sink-local region, AnchorAttention's anchors) is not part of the answer — run() attends the whole
+// selection, as the reference's pipeline does in that mode. SpargeAttn, the mode's own method, alongside.
+TEST_CASE("Plan in the int8 QKᵀ mode: the whole selection from the codes, as the reference (SALE, AnchorAttention, SpargeAttn)") {
+  CudaMemory memory;
+  int ran = 0;
+  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
+    const bool wanted = std::holds_alternative<sale::Config>(c.config) ||
+                        std::holds_alternative<anchor_attn::Config>(c.config) ||
+                        std::holds_alternative<sparge::Config>(c.config);
+    if (!wanted) continue;
+    const std::string case_name(c.name);
+    CAPTURE(case_name);
+    const DeviceCase device_case(c, memory);
+    const auto& [in, q, k, cu_q, cu_kv] = device_case;
+    const Problem& p = in.problem;
+    AttendOptions options;
+    options.qk_int8 = true;
+    if (!cuda::Plan::not_supported_reasons(c.config, p).empty()) continue;  // e.g. D = 256 for SALE
+    HostTensor v_host(p.dtype, in.k.batch(), in.k.heads(), in.k.seqlen(), p.dim_v());
+    fill_random(v_host);
+    const TensorView v = memory.upload(v_host);
+    HostTensor got(DType::f32, in.q.batch(), in.q.heads(), in.q.seqlen(), p.dim_v()), want = got;
+    const TensorView o = memory.poisoned_like(got);
+    cuda::Plan plan(c.config, p, options);
+    plan.run(q, k, v, o, nullptr);
+    const TileMask mask = plan.mask().download(nullptr);
+    const TileMask selection = plan.selection(nullptr);
+    CHECK(mask.row_ptr == selection.row_ptr);  // nothing resumed: the executor ran the whole selection
+    CHECK(mask.tiles == selection.tiles);
+    memory.download(o, got);
+    const AttendStats ra = reference::attend(p, in.q.view(), in.k.view(), v_host.view(), mask, want.view(), options);
+    double worst = 0;
+    CHECK(mismatches(got, want, p.dtype, worst) == 0);
+    CHECK(plan.stats(nullptr, &mask).empty_rows == ra.empty_rows);
+    ++ran;
+  }
+  MESSAGE(ran << " Plan cases in the int8 mode");
+  CHECK(ran >= 15);
+}
+
 TEST_CASE("calibrate() on CUDA samples: SALE's τ search on the GPU agrees with the reference's") {
   CudaMemory memory;
   constexpr std::int64_t kHeads = 4, kN = 2048, kD = 128;
