@@ -55,10 +55,10 @@ Quant make_quant(const Problem& p, const TensorView& q, const TensorView& k, con
       sequence_mean_rows(keys.data(), n, d, mean);  // spattn/quant.hpp: the blocked order, rounded to the dtype
       for (std::int64_t e = 0; e < d; ++e) mean[e] = round_to_dtype(mean[e], p.dtype);
       for (std::int64_t j = 0; j < n; ++j) {
-        load_row(k, row_offset(k, p, false, b, h, j), d, row.data());
-        smooth_key(row.data(), mean, d, p.dtype);
+        float* key = keys.data() + j * d;
+        smooth_key(key, mean, d, p.dtype);
         float& amax = qt.k_scale[static_cast<std::size_t>((b * p.heads_kv + h) * qt.k_blocks + j / opt.quant_block_k)];
-        for (float x : row) amax = std::max(amax, std::fabs(x));
+        for (std::int64_t e = 0; e < d; ++e) amax = std::max(amax, std::fabs(key[e]));
       }
     }
     for (std::int64_t h = 0; h < p.heads_q; ++h)

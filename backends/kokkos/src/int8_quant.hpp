@@ -1,6 +1,6 @@
 // SpargeAttn's quantized compute mode (AttendOptions::qk_int8; research/spargeattn.md §2, spattn/quant.hpp) before the
-// executor runs: the key means (sequence_mean, rounded to the input dtype) that smooth K, and the int8 scales of every block of
-// quant_block_q query rows and quant_block_k smoothed keys — the reference's make_quant (reference/src/executor.cpp)
+// executor runs: the key means (detail::SequenceMean, rounded to the input dtype) that smooth K, and the int8 scales of
+// every block of quant_block_q query rows and quant_block_k smoothed keys — the reference's make_quant (reference/src/executor.cpp)
 // as Kokkos kernels, with the same bits (sequence_mean's order; a block's amax is a max: any order).
 #pragma once
 
@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "kernel_args.hpp"
+#include "sequence_mean.hpp"
 #include "spattn/attend_options.hpp"
-#include "spattn/pooling.hpp"
 #include "spattn/quant.hpp"
 
 namespace spattn::kokkos {
@@ -31,26 +31,11 @@ struct Int8Blocks {
 
 namespace detail {
 
-template <class Exec>
-struct Int8KeyMean {
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  DeviceShape s;
-  DeviceTensor k;
+/// x[i] rounded to the input dtype (the key means, after detail::SequenceMean).
+struct RoundToDtype {
+  float* x;
   DType dtype;
-  float* mean;
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t bh = team.league_rank(), b = bh / s.heads_kv, h = bh % s.heads_kv, n = s.nkv(b);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t e) {
-      const auto value = [&](std::int64_t j) { return k.load(s.row(k, false, b, h, j) + e); };
-      const float mu = sequence_mean(
-          [&](std::int64_t t) {
-            const std::int64_t first = t * kMeanChunk, end = first + kMeanChunk < n ? first + kMeanChunk : n;
-            return column_sum(value, first, end);
-          },
-          n);
-      mean[bh * s.d + e] = round_to_dtype(mu, dtype);
-    });
-  }
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t i) const { x[i] = round_to_dtype(x[i], dtype); }
 };
 
 /// scale[bh·blocks + blk] = int8_block_scale(amax) over the block's valid rows (keys smoothed when `blocks` is K's).
@@ -114,7 +99,9 @@ Int8Prepared<Exec> prepare_int8(const Problem& p, const DeviceShape& s, const De
   qb.k_scale = out.k_scale.data();
   const int ts = team_size<Exec>();
   Kokkos::parallel_for("spattn::kokkos::int8_k_mean", Policy(static_cast<int>(p.batch * p.heads_kv), ts),
-                       detail::Int8KeyMean<Exec>{s, k, p.dtype, out.k_mean.data()});
+                       detail::SequenceMean<Exec>{s, k, false, p.heads_kv, out.k_mean.data()});
+  Kokkos::parallel_for("spattn::kokkos::int8_k_mean_round", Kokkos::RangePolicy<Exec>(0, out.k_mean.extent(0)),
+                       detail::RoundToDtype{out.k_mean.data(), p.dtype});
   Kokkos::parallel_for("spattn::kokkos::int8_k_scale", Policy(static_cast<int>(p.batch * p.heads_kv * qb.k_blocks), ts),
                        detail::Int8BlockScale<Exec>{s, k, false, p.heads_kv, qb.block_k, qb.k_blocks, qb, out.k_scale.data()});
   Kokkos::parallel_for("spattn::kokkos::int8_q_scale", Policy(static_cast<int>(p.batch * p.heads_q * qb.q_blocks), ts),
