@@ -1,5 +1,5 @@
 // SpargeAttn's quantized compute mode (AttendOptions::qk_int8; research/spargeattn.md §2, spattn/quant.hpp) before the
-// executor runs: the key means (detail::SequenceMean, rounded to the input dtype) that smooth K, and the int8 scales of
+// executor runs: the key means (detail::sequence_mean, rounded to the input dtype) that smooth K, and the int8 scales of
 // every block of quant_block_q query rows and quant_block_k smoothed keys — the reference's make_quant (reference/src/executor.cpp)
 // as Kokkos kernels, with the same bits (sequence_mean's order; a block's amax is a max: any order).
 #pragma once
@@ -31,7 +31,7 @@ struct Int8Blocks {
 
 namespace detail {
 
-/// x[i] rounded to the input dtype (the key means, after detail::SequenceMean).
+/// x[i] rounded to the input dtype (the key means, after detail::sequence_mean).
 struct RoundToDtype {
   float* x;
   DType dtype;
@@ -98,8 +98,7 @@ Int8Prepared<Exec> prepare_int8(const Problem& p, const DeviceShape& s, const De
   qb.q_scale = out.q_scale.data();
   qb.k_scale = out.k_scale.data();
   const int ts = team_size<Exec>();
-  Kokkos::parallel_for("spattn::kokkos::int8_k_mean", Policy(static_cast<int>(p.batch * p.heads_kv), ts),
-                       detail::SequenceMean<Exec>{s, k, false, p.heads_kv, out.k_mean.data()});
+  detail::sequence_mean<Exec>(s, k, false, p.heads_kv, p.seqlen_kv, out.k_mean.data());
   Kokkos::parallel_for("spattn::kokkos::int8_k_mean_round", Kokkos::RangePolicy<Exec>(0, out.k_mean.extent(0)),
                        detail::RoundToDtype{out.k_mean.data(), p.dtype});
   Kokkos::parallel_for("spattn::kokkos::int8_k_scale", Policy(static_cast<int>(p.batch * p.heads_kv * qb.k_blocks), ts),

@@ -202,8 +202,8 @@ SaleResult sale_estimate_on(const Problem& p, const TensorView& q, const TensorV
   const std::int64_t bq = p.batch * p.heads_q, bk = p.batch * p.heads_kv;
 
   Kokkos::View<float*, Mem> mu_q(std::string("spattn::mu_q"), n(bq * d)), mu_k(std::string("spattn::mu_k"), n(bk * d));
-  Kokkos::parallel_for("spattn::kokkos::sale_mean_q", Policy(idx(bq), ts), detail::SequenceMean<Exec>{s, qt, true, p.heads_q, mu_q.data()});
-  Kokkos::parallel_for("spattn::kokkos::sale_mean_k", Policy(idx(bk), ts), detail::SequenceMean<Exec>{s, kt, false, p.heads_kv, mu_k.data()});
+  detail::sequence_mean<Exec>(s, qt, true, p.heads_q, p.seqlen_q, mu_q.data());
+  detail::sequence_mean<Exec>(s, kt, false, p.heads_kv, p.seqlen_kv, mu_k.data());
   Kokkos::View<std::int8_t*, Mem> q_codes(std::string("spattn::q_codes"), n(bq * p.seqlen_q * d));
   Kokkos::View<std::int8_t*, Mem> k_codes(std::string("spattn::k_codes"), n(bk * p.seqlen_kv * d));
   Kokkos::View<float*, Mem> q_scale(std::string("spattn::q_scale"), n(bq * p.seqlen_q));

@@ -185,8 +185,7 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
 
   detail::Floats<Exec> mu(std::string("spattn::k_mu"), static_cast<std::size_t>(p.batch * p.heads_kv * d));
-  Kokkos::parallel_for("spattn::kokkos::sparge_key_mean", Policy(idx(p.batch * p.heads_kv), ts),
-                       detail::SequenceMean<Exec>{s, kt, false, p.heads_kv, mu.data()});
+  detail::sequence_mean<Exec>(s, kt, false, p.heads_kv, p.seqlen_kv, mu.data());
 
   detail::Floats<Exec> k_mean(std::string("spattn::k_mean"), static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
   detail::Floats<Exec> k_sim(std::string("spattn::k_sim"), static_cast<std::size_t>(p.batch * p.heads_kv * tk));
