@@ -44,6 +44,15 @@ struct SmallCall {
   }
 };
 
+TEST_CASE("kokkos: the host execution space is the one the build was meant to test (SPATTN_KOKKOS_EXPECT_HOST)") {
+  // backends/kokkos/openmp.sh sets SPATTN_KOKKOS_EXPECT_HOST=OpenMP: the table below must run on concurrent teams, not
+  // on a Kokkos that quietly fell back to Serial. Unset (preset kokkos on Debian's Serial-only Kokkos): nothing asked.
+  const char* expected = std::getenv("SPATTN_KOKKOS_EXPECT_HOST");
+  const std::string spaces = kokkos::execution_spaces();
+  MESSAGE("Kokkos execution spaces: " << spaces);
+  if (expected != nullptr && expected[0] != '\0') CHECK(spaces.find(std::string(expected) + " (host)") != std::string::npos);
+}
+
 TEST_CASE("kokkos: host tensors run on the reference by default, on Kokkos when asked for by name") {
   SmallCall c;
   AttendOptions options;
