@@ -6,7 +6,8 @@
 #    builds Kokkos 4.6 (the snapshot of ../shared/deps, CUDA 13 patch, Hopper, static libraries) into
 #    $KOKKOS_PREFIX (default /work/kokkos-cuda/install) unless it is there, then spattn with the Kokkos backend and
 #    the hand-written CUDA backend for sm_90a (build-kokkos-cuda/), and copies what the GPU machine needs into
-#    CARRY_DIR (about 30 MB): spattn_kokkos_gpu_tests, spattn_bench_e2e (stripped), libtbb.so.12 and libcudart.so.13
+#    CARRY_DIR (about 30 MB): spattn_kokkos_gpu_tests, spattn_bench_e2e (stripped), the kernel timer library,
+#    libtbb.so.12 and libcudart.so.13
 #    (Kokkos and spattn are static libraries; the driver, libcuda.so.1, is the GPU machine's).
 # 2. On the GPU machine, from the repository root, with CARRY_DIR carried along:
 #      bash backends/kokkos/device.sh run CARRY_DIR [LENGTHS...]   (default 32768)
@@ -14,6 +15,8 @@
 #    "llm video": causal bf16, Hq = 32, Hkv = 8, D = 128; non-causal, Hkv = 32): the hand-written arms and, in the same
 #    run, the Kokkos executor (dense and 11 % block masks) and each Kokkos estimator of the workload's arms (SpargeAttn,
 #    BFLA, AnchorAttention; FG-Attn on video; SALE only with KOKKOS_SALE=1) against the hand-written ones. Logs in $OUT.
+#    TIMER="llm:sparge video:fgattn" (workload:arm pairs) then reruns those arms with bench/kokkos_kernel_timer.cpp
+#    loaded as a Kokkos Tools library: the time of every Kokkos kernel by label (synchronised per kernel).
 set -euo pipefail
 mode=${1:?usage: device.sh build [CARRY_DIR] | device.sh run CARRY_DIR [LENGTHS...]}
 shift
@@ -35,9 +38,10 @@ case $mode in
     cmake -S . -B build-kokkos-cuda -DCMAKE_BUILD_TYPE=Release -DSPATTN_ENABLE_KOKKOS=ON -DKokkos_ROOT="$prefix" \
       -DSPATTN_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DSPATTN_BUILD_TOOLS=OFF \
       -DSPATTN_BUILD_BENCH=ON -DSPATTN_WERROR=ON -DSPATTN_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a"
-    cmake --build build-kokkos-cuda --target spattn_kokkos_gpu_tests spattn_bench_e2e -j "${JOBS:-2}"
+    cmake --build build-kokkos-cuda --target spattn_kokkos_gpu_tests spattn_bench_e2e spattn_kokkos_timer -j "${JOBS:-2}"
     mkdir -p "$carry"
-    cp build-kokkos-cuda/tests/spattn_kokkos_gpu_tests build-kokkos-cuda/bench/spattn_bench_e2e "$carry/"
+    cp build-kokkos-cuda/tests/spattn_kokkos_gpu_tests build-kokkos-cuda/bench/spattn_bench_e2e \
+      build-kokkos-cuda/bench/libspattn_kokkos_timer.so "$carry/"
     strip "$carry/spattn_kokkos_gpu_tests" "$carry/spattn_bench_e2e"
     cp -L "$(ldconfig -p | awk '/libtbb\.so\.12 /{print $NF; exit}')" "$carry/libtbb.so.12"
     cp -L /usr/local/cuda/lib/libcudart.so.13 "$carry/"  # the runtime it was built with (the driver is the GPU machine's)
@@ -58,6 +62,14 @@ case $mode in
       WORKLOAD=$workload "$dir/spattn_bench_e2e" $lengths > "$out/kokkos_e2e_$workload.md" 2>&1
       echo "== spattn_bench_e2e ($workload, Kokkos arms) exit status: $?"
       cat "$out/kokkos_e2e_$workload.md"
+    done
+    # TIMER="llm:sparge video:fgattn ...": each (workload, arm) once more with the kernel timer loaded
+    # (bench/kokkos_kernel_timer.cpp): every Kokkos kernel by label, synchronised, the executor arms included.
+    for pair in ${TIMER:-}; do
+      WORKLOAD=${pair%%:*} ARMS=${pair#*:} KOKKOS_TOOLS_LIBS=$(realpath "$dir")/libspattn_kokkos_timer.so \
+        "$dir/spattn_bench_e2e" $lengths > "$out/kokkos_timer_${pair/:/_}.md" 2>&1
+      echo "== kernel timer, $pair: exit status $?"
+      grep -E "kokkos-timer|estimate: cuda" "$out/kokkos_timer_${pair/:/_}.md" | head -40
     done
     ;;
   *)
