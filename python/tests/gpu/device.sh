@@ -6,7 +6,8 @@
 # configuration (Release, SPATTN_ENABLE_CUDA) without its tests, tools and benchmarks, for one architecture — then
 # runs the CPU test suite with this PyTorch and the GPU checks (run_gpu_checks.py), whose table ends the output.
 # Environment: PYTHON (default python3), BUILD (default build-python-cuda), OUT (where gpu_checks.txt goes; default
-# the build directory).
+# the build directory), SPATTN_SYSROOT (Debian's Eigen/oneTBB/nlohmann-json/zlib unpacked by sysroot.sh, for a machine
+# without them).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PYTHON=$(command -v "${PYTHON:-python3}")
@@ -19,6 +20,11 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [[ -n ${SPATTN_PY_CXX:-} || -x /usr/bin/g++ ]]; then
   export CXX=${SPATTN_PY_CXX:-/usr/bin/g++}
   export CUDAHOSTCXX=$CXX
+fi
+if [[ -n ${SPATTN_SYSROOT:-} ]]; then
+  sys=$(realpath "$SPATTN_SYSROOT")/usr
+  export CMAKE_PREFIX_PATH=$sys${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH} ZLIB_ROOT=$sys
+  export LD_LIBRARY_PATH=$sys/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
