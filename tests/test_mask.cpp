@@ -2,7 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <tuple>
+#include <vector>
 
 #include "common.hpp"
 #include "spattn/error.hpp"
@@ -50,6 +52,31 @@ TEST_CASE("dense masks list exactly the tiles that hold a visible pair") {
       CHECK(st.density == 1.0);
       CHECK(st.pair_density == 1.0);
       CHECK(st.empty_rows == 0);
+    }
+}
+
+TEST_CASE("from_bitmap keeps exactly the nonzero reachable entries, row by row (brute force)") {
+  // Any nonzero byte keeps its tile; entries past a row's reachable tiles (causal, varlen, the end) are ignored.
+  for (const bool causal : {true, false})
+    for (const auto& [tq, tk, nq, nkv, batch] : std::vector<std::tuple<std::int32_t, std::int32_t, std::int64_t, std::int64_t, std::int64_t>>{
+             {16, 8, 150, 170, 1}, {32, 1, 45, 200, 2}, {128, 64, 1000, 1000, 1}, {16, 16, 20, 33, 3}}) {
+      MaskShape s = shape_of(tq, tk, nq, nkv, causal, 3, batch);
+      if (batch == 2) s.seqlens_q = {nq, nq / 3}, s.seqlens_kv = {nkv / 2, nkv};  // varlen: other reaches
+      std::vector<std::uint8_t> bits(static_cast<std::size_t>(s.num_rows() * s.num_k_tiles()));
+      for (auto& x : bits) x = uniform(0.0, 1.0) < 0.5 ? 0 : static_cast<std::uint8_t>(1 + uniform(0.0, 254.99));
+      const TileMask m = TileMask::from_bitmap(s, bits);
+      CHECK_NOTHROW(m.validate());
+      REQUIRE(m.row_ptr.size() == static_cast<std::size_t>(s.num_rows() + 1));
+      for (std::int64_t r = 0; r < s.num_rows(); ++r) {
+        const std::int64_t b = r / (s.mask_heads * s.num_q_tiles()), t = r % s.num_q_tiles();
+        std::vector<std::int32_t> want;
+        for (std::int64_t k = 0; k < s.num_k_tiles(); ++k)
+          if (bits[static_cast<std::size_t>(r * s.num_k_tiles() + k)] != 0 && tile_reachable(s, b, t, k))
+            want.push_back(static_cast<std::int32_t>(k));
+        const std::vector<std::int32_t> got(m.tiles.begin() + m.row_ptr[static_cast<std::size_t>(r)],
+                                            m.tiles.begin() + m.row_ptr[static_cast<std::size_t>(r + 1)]);
+        REQUIRE(got == want);
+      }
     }
 }
 
