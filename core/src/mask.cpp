@@ -162,6 +162,15 @@ TileMask TileMask::from_bitmap(const MaskShape& shape, const std::vector<std::ui
   return m;
 }
 
+std::int64_t TileMask::visited_tiles(std::int64_t heads_q) const {
+  std::int64_t n = 0;
+  for (std::int64_t b = 0; b < shape.batch; ++b)
+    for (std::int64_t h = 0; h < heads_q; ++h)
+      for (std::int64_t t = 0; t * shape.tile_q < shape.seqlen_q_of(b); ++t)
+        n += static_cast<std::int64_t>(row(b, mask_head_of(h, heads_q), t).size());
+  return n;
+}
+
 TileMask TileMask::from_rows(const MaskShape& shape, std::vector<std::vector<std::int32_t>> rows) {
   shape.validate();
   require(static_cast<std::int64_t>(rows.size()) == shape.num_rows(), "rows: expected ", shape.num_rows(),

@@ -65,4 +65,15 @@ AttendOptions attend_options_of(const MethodConfig& config, const AttendOptions&
   return o;
 }
 
+MaskShape estimated_mask_shape(const MethodConfig& config, const Problem& problem) {
+  return std::visit(
+      Overload{[&](const DenseConfig& c) { return MaskShape::of(problem, c.tile_q, c.tile_k); },
+               [&](const sparge::Config& c) { return MaskShape::of(problem, c.block_q, c.block_k); },
+               [&](const bfla::Config& c) { return MaskShape::of(problem, c.tile_q(), c.tile, /*per KV head*/ true); },
+               [&](const fg_attn::Config& c) { return MaskShape::of(problem, c.tile_q, c.tile_k); },
+               [&](const anchor_attn::Config& c) { return MaskShape::of(problem, c.group_rows(), 1); },
+               [&](const sale::Config&) { return MaskShape::of(problem, sale::kBlockQ, sale::kBlockK); }},
+      config);
+}
+
 }  // namespace spattn

@@ -241,12 +241,10 @@ AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, c
                    const TileMask& mask, const TensorView& o, const AttendOptions& options) {
   std::vector<RowBlock> blocks;
   const std::int64_t tq = mask.shape.tile_q;
-  std::int64_t visited = 0;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t nq = p.seqlen_q_of(b);
     for (std::int64_t h = 0; h < p.heads_q; ++h)
       for (std::int64_t t = 0; t * tq < nq; ++t) {
-        visited += static_cast<std::int64_t>(mask.row(b, mask.mask_head_of(h, p.heads_q), t).size());
         const std::int64_t end = std::min((t + 1) * tq, nq);
         for (std::int64_t r0 = t * tq; r0 < end; r0 += kRowBlock)
           blocks.push_back({b, h, t, r0, std::min(r0 + kRowBlock, end)});
@@ -271,7 +269,7 @@ AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, c
   stats.backend = "reference";
   stats.empty_rows = empty.load();
   stats.pv_skipped = skipped.load();
-  stats.visited_tiles = visited;
+  stats.visited_tiles = mask.visited_tiles(p.heads_q);
   return stats;
 }
 

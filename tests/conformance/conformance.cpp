@@ -185,6 +185,7 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
 
   ExecutorOutcome out;
   out.reference_empty_rows = ref.empty_rows;
+  out.reference_visited_tiles = resumed ? 0 : ref.visited_tiles;
   const TensorView q = memory.upload(in.q), k = memory.upload(in.k), v = memory.upload(in.v);
   const TensorView o = memory.poisoned_like(got);
   AttendOptions options;
@@ -209,6 +210,7 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
   const AttendStats stats = attend(p, q, k, v, mask, o, options);
   out.backend = stats.backend;
   out.empty_rows = stats.empty_rows;
+  out.visited_tiles = resumed ? 0 : stats.visited_tiles;  // resumed: the second call visits only the rest of the mask
   memory.download(o, got);
   memory.download(options.lse, lse_got);
   std::vector<float> state_got(resumed ? 2 * rows : 0);
@@ -448,6 +450,54 @@ EstimatorOutcome check_estimator(const EstimatorCase& c, const std::string& back
           const bool explained = !want.margins.empty() && std::fabs(double(want.margins[at])) <= margin_tol;
           out.outside_margin += explained ? 0 : 1;
         }
+  return out;
+}
+
+PipelineOutcome check_pipeline(const EstimatorCase& c, const std::string& backend, MemoryAdapter& memory) {
+  const EstimatorInputs in = estimator_inputs(c);
+  const Problem& p = in.problem;
+  HostTensor v_host(c.dtype, in.k.batch(), c.hkv, in.k.seqlen(), c.d, in.k.layout());
+  test::fill_random(v_host);
+  HostTensor want(DType::f32, in.q.batch(), c.hq, in.q.seqlen(), c.d, in.q.layout()), got = want;
+  const TensorView q = memory.upload(in.q), k = memory.upload(in.k), v = memory.upload(v_host);
+  const TensorView o = memory.poisoned_like(got);
+  AttendOptions options;
+  options.backend = backend;
+  PipelineOutcome out;
+  for (const auto& be : backends())
+    if (be->name() == backend)
+      out.not_supported = be->sparse_attention_not_supported_reasons(c.config, p, q, k, v, o, attend_options_of(c.config, options));
+  if (!out.not_supported.empty()) return out;
+  const SparseAttentionResult r = sparse_attention(c.config, p, q, k, v, o, options);
+  out.estimate_backend = r.estimate.backend;
+  out.attend_backend = r.attend.backend;
+  memory.download(o, got);
+
+  EstimateOptions eo;
+  eo.backend = backend;
+  const Estimate e = estimate(c.config, p, q, k, eo);
+  out.same_mask = r.estimate.mask.shape == e.mask.shape && r.estimate.mask.row_ptr == e.mask.row_ptr &&
+                  r.estimate.mask.tiles == e.mask.tiles;
+  const auto same_floats = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;  // NaN included
+  };
+  const auto states = [](const std::vector<SoftmaxState>& x) {
+    std::vector<float> f;
+    for (const SoftmaxState& st : x) f.push_back(st.m), f.push_back(st.l);
+    return f;
+  };
+  out.same_counts = r.estimate.candidates == e.candidates && r.estimate.selected == e.selected &&
+                    same_floats(r.estimate.margins, e.margins) && same_floats(states(r.estimate.anchor_state), states(e.anchor_state));
+
+  const AttendStats ref = reference::attend(p, in.q.view(), in.k.view(), v_host.view(), r.estimate.mask, want.view(),
+                                            attend_options_of(c.config, AttendOptions{}));
+  out.pv_skipped = r.attend.pv_skipped;
+  out.same_stats = r.attend.visited_tiles == ref.visited_tiles && r.attend.empty_rows == ref.empty_rows &&
+                   r.attend.pv_skipped == ref.pv_skipped;
+  const double tol = c.dtype == DType::bf16 ? 2e-2 : c.dtype == DType::f16 ? 3e-3 : 2e-5;
+  const auto a = got.to_float(), b = want.to_float();
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(std::fabs(double(a[i]) - double(b[i])) <= tol * (1.0 + std::fabs(double(b[i]))))) ++out.bad_outputs;  // NaN fails
   return out;
 }
 

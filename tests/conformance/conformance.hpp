@@ -68,6 +68,7 @@ struct ExecutorOutcome {
   std::int64_t bad_outputs = 0, bad_lse = 0;
   double worst = 0.0;  ///< largest finite |got − reference|
   std::int64_t empty_rows = 0, reference_empty_rows = 0;
+  std::int64_t visited_tiles = 0, reference_visited_tiles = 0;  ///< AttendStats::visited_tiles (the last call's)
   std::string backend;  ///< which backend ran (AttendStats::backend)
 };
 /// Runs the case on `backend` (through spattn::attend with options.backend) with its tensors in the adapter's
@@ -120,5 +121,20 @@ struct EstimatorOutcome {
 /// margin_tol: a differing SALE decision is explained when |reference margin| ≤ margin_tol (raw logits).
 EstimatorOutcome check_estimator(const EstimatorCase& c, const std::string& backend, MemoryAdapter& memory,
                                  double margin_tol = 0.0);
+
+struct PipelineOutcome {
+  std::vector<std::string> not_supported;  ///< the backend's pipeline reasons; empty when it ran its pipeline
+  bool same_mask = false;                  ///< the pipeline's mask is the backend's own estimate() of the case
+  bool same_counts = false;                ///< candidates, selected, margins and anchor states as estimate()'s
+  bool same_stats = false;                 ///< visited tiles and empty rows as the reference executor's on that mask
+  std::int64_t bad_outputs = 0;            ///< outputs outside the dtype's tolerance of the reference executor's
+  std::int64_t pv_skipped = 0;             ///< the pipeline's PV-skipped pairs (equal to the reference's: same_stats)
+  std::string estimate_backend, attend_backend;
+};
+/// The case through sparse_attention() on `backend` when that backend runs it as one pipeline
+/// (Backend::sparse_attention): random V, a poisoned O, the method's executor options. The pipeline must return
+/// the mask the backend's estimate() gives (its estimator conformance is check_estimator's), and the output must be
+/// the reference executor's over that mask.
+PipelineOutcome check_pipeline(const EstimatorCase& c, const std::string& backend, MemoryAdapter& memory);
 
 }  // namespace spattn::conformance

@@ -6,6 +6,7 @@
 
 #include "../common.hpp"
 #include "conformance.hpp"
+#include "pipeline_table.hpp"
 
 namespace spattn::test {
 namespace {
@@ -27,6 +28,7 @@ void run_executor_table(bool resumed) {
       CHECK(r.bad_outputs == 0);
       CHECK(r.bad_lse == 0);
       CHECK(r.empty_rows == r.reference_empty_rows);
+      CHECK(r.visited_tiles == r.reference_visited_tiles);
       CHECK(r.backend == backend->name());
     }
     // The reference covers every case; so does Kokkos (asked for by name on host memory).
@@ -78,6 +80,11 @@ TEST_CASE("conformance: estimator table on every host backend, decision by decis
     }
     MESSAGE(backend->name() << ": " << ran << " estimator cases on host memory, " << sparse << " with density < 1");
   }
+}
+
+TEST_CASE("conformance: sparse_attention pipelines (mask kept in the backend's memory) on every host backend") {
+  auto memory = conformance::host_adapter();
+  for (const auto& backend : backends()) check_pipeline_table(std::string(backend->name()), *memory);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "../common.hpp"
 #include "../conformance/conformance.hpp"
+#include "../conformance/pipeline_table.hpp"
 #include "../executor_options.hpp"
 #include "cuda_memory.hpp"
 
@@ -76,6 +77,11 @@ TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decis
   }
   MESSAGE("Kokkos CUDA: " << ran << " estimator cases");
   CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
+}
+
+TEST_CASE("Kokkos CUDA: sparse_attention as one pipeline (mask built and read in device memory) over the estimator table") {
+  CudaMemory memory;
+  check_pipeline_table("kokkos", memory);
 }
 
 }  // namespace

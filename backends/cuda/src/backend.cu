@@ -266,11 +266,7 @@ AttendStats ExecutorState::stats(const TileMask& mask, cudaStream_t stream) cons
   stats.backend = "cuda";
   stats.pv_skipped = static_cast<std::int64_t>(skipped);
   stats.empty_rows = empty_rows;
-  const Problem& p = problem_;
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t h = 0; h < p.heads_q; ++h)
-      for (std::int64_t t = 0; t * mask.shape.tile_q < p.seqlen_q_of(b); ++t)
-        stats.visited_tiles += static_cast<std::int64_t>(mask.row(b, mask.mask_head_of(h, p.heads_q), t).size());
+  stats.visited_tiles = mask.visited_tiles(problem_.heads_q);
   return stats;
 }
 

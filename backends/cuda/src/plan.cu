@@ -35,23 +35,11 @@ std::vector<std::string> estimator_not_supported_reasons(const MethodConfig& con
   return dense_not_supported_reasons(std::get<DenseConfig>(config), problem);
 }
 
-/// The shape of the mask the device estimator of `config` builds (covered methods only).
-MaskShape estimated_shape(const MethodConfig& config, const Problem& problem) {
-  if (const auto* c = std::get_if<fg_attn::Config>(&config)) return MaskShape::of(problem, c->tile_q, c->tile_k);
-  if (const auto* c = std::get_if<bfla::Config>(&config))
-    return MaskShape::of(problem, c->tile_q(), c->tile, /*union over the GQA group*/ true);
-  if (const auto* c = std::get_if<anchor_attn::Config>(&config)) return MaskShape::of(problem, c->group_rows(), 1);
-  if (std::holds_alternative<sale::Config>(config)) return MaskShape::of(problem, sale::kBlockQ, sale::kBlockK);
-  if (const auto* c = std::get_if<DenseConfig>(&config)) return MaskShape::of(problem, c->tile_q, c->tile_k);
-  const auto& c = std::get<sparge::Config>(config);
-  return MaskShape::of(problem, c.block_q, c.block_k);
-}
-
 /// What a pipeline of `config` needs: its estimator, then the executor over the shape that estimator builds.
 std::vector<std::string> pipeline_not_supported_reasons(const MethodConfig& config, const Problem& problem,
                                                         const AttendOptions& options) {
   std::vector<std::string> why = estimator_not_supported_reasons(config, problem);
-  if (why.empty()) why = executor_not_supported_reasons(problem, estimated_shape(config, problem), options);
+  if (why.empty()) why = executor_not_supported_reasons(problem, estimated_mask_shape(config, problem), options);
   return why;
 }
 

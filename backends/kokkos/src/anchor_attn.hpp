@@ -12,6 +12,7 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
+#include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "spattn/anchor.hpp"
 #include "spattn/mask.hpp"
@@ -22,15 +23,11 @@
 
 namespace spattn::kokkos {
 
-struct AnchorResult {
-  TileMask mask;
-  std::vector<AnchorStats> anchors;  ///< [(b·Hq + h)·Nq + i], as reference::AnchorEstimate
-  std::int64_t candidates = 0, selected = 0;
-};
-
+/// The mask, each row's (m, l) over its anchor region (EstimateViews::states, as reference::AnchorEstimate::anchors)
+/// and the (candidate, selected) counts per mask row.
 template <class Exec>
-AnchorResult anchor_attn_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k,
-                                     const anchor_attn::Config& c);
+EstimateViews<Exec> anchor_attn_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k,
+                                             const anchor_attn::Config& c);
 
 namespace detail {
 
@@ -179,8 +176,8 @@ struct AnchorStripes {
 }  // namespace detail
 
 template <class Exec>
-AnchorResult anchor_attn_estimate_on(const Problem& p, const TensorView& q, const TensorView& k,
-                                     const anchor_attn::Config& c) {
+EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& q, const TensorView& k,
+                                             const anchor_attn::Config& c) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const std::int64_t group = c.group_rows();
   const MaskShape shape = MaskShape::of(p, static_cast<std::int32_t>(group), 1);
@@ -218,14 +215,11 @@ AnchorResult anchor_attn_estimate_on(const Problem& p, const TensorView& q, cons
                                                      anchor_attn::theta_log2(c.theta), anchors.data(), keep.data(),
                                                      counts.data(), level});
   }
-  AnchorResult out;
-  const std::vector<float> a = to_host(anchors);
-  out.anchors.resize(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q));
-  for (std::size_t i = 0; i < out.anchors.size(); ++i) out.anchors[i] = AnchorStats{a[2 * i], a[2 * i + 1]};
-  const auto [candidates, selected] = count_totals(counts);
-  out.candidates = candidates;
-  out.selected = selected;
-  out.mask = TileMask::from_bitmap(shape, to_host(keep));
+  EstimateViews<Exec> out;
+  out.shape = shape;
+  out.states = anchors;
+  out.counts = counts;
+  set_mask_from_bitmap(out, s, keep);
   return out;
 }
 

@@ -3,10 +3,15 @@
 #include "spattn/kokkos/backend.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <variant>
+
+#include "spattn/error.hpp"
+#include "spattn/input_range.hpp"
 
 #include "run.hpp"
 
@@ -44,6 +49,13 @@ std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*>
   return {};
 }
 
+/// The executor's limit on its league (row blocks of 64 rows on a GPU, 128 on the host), or empty.
+std::string row_block_reason(const Problem& p, const MaskShape& shape) {
+  const std::int64_t blocks = (shape.tile_q + 63) / 64;
+  if (p.batch * p.heads_q * shape.num_q_tiles() * blocks > INT_MAX) return "more than 2^31 row blocks (batch · heads · query tiles)";
+  return {};
+}
+
 }  // namespace
 
 bool serves(Memory memory) {
@@ -72,9 +84,7 @@ std::vector<std::string> KokkosBackend::not_supported_reasons(const Problem& p, 
                                                               const TileMask& mask, const TensorView& o,
                                                               const AttendOptions& options) const {
   std::vector<std::string> why = memory_reasons({&q, &k, &v, &o}, options.backend);
-  const std::int64_t blocks = (mask.shape.tile_q + 63) / 64;  // row blocks of 64 rows on a GPU, 128 on the host
-  if (p.batch * p.heads_q * mask.shape.num_q_tiles() * blocks > INT_MAX)
-    why.push_back("more than 2^31 row blocks (batch · heads · query tiles)");
+  if (const std::string r = row_block_reason(p, mask.shape); !r.empty()) why.push_back(r);
   return why;
 }
 
@@ -120,51 +130,110 @@ std::vector<std::string> KokkosBackend::estimate_not_supported_reasons(const Met
 Estimate KokkosBackend::estimate(const MethodConfig& config, const Problem& p, const TensorView& q,
                                  const TensorView& k, const EstimateOptions&) const {
   const auto lock = kokkos_ready();
-  Estimate e;
+  Estimate e = run_estimate(config, p, q, k);
   e.method = std::string(method_name(config));
   e.backend = std::string(name());
-  std::visit(Overload{[&](const DenseConfig& c) { e.mask = TileMask::dense(MaskShape::of(p, c.tile_q, c.tile_k)); },
-                      [&](const sparge::Config& c) { e.mask = run_sparge(p, q, k, c); },
-                      [&](const bfla::Config& c) { e.mask = run_bfla(p, q, k, c, nullptr); },
-                      [&](const fg_attn::Config& c) {
-                        e.mask = run_fg_attn(p, q, k, c);
-                        if (c.semantics == fg_attn::Semantics::union_keys)
-                          e.mask = fg_attn::effective_mask(e.mask, fg_attn::plan(e.mask, c), c.semantics);
-                      },
-                      [&](const anchor_attn::Config& c) {
-                        std::int64_t counts[2] = {0, 0};
-                        e.mask = run_anchor_attn(p, q, k, c, e.anchor_state, counts);
-                        e.candidates = counts[0];
-                        e.selected = counts[1];
-                      },
-                      [&](const sale::Config& c) {
-                        std::int64_t counts[2] = {0, 0};
-                        e.mask = run_sale(p, q, k, c, e.margins, e.anchor_state, counts);
-                        e.candidates = counts[0];
-                        e.selected = counts[1];
-                      }},
-             config);
   return e;
+}
+
+std::vector<std::string> KokkosBackend::sparse_attention_not_supported_reasons(
+    const MethodConfig& config, const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+    const TensorView& o, const AttendOptions& options) const {
+  EstimateOptions eo;
+  eo.backend = options.backend;
+  std::vector<std::string> why = estimate_not_supported_reasons(config, p, q, k, eo);
+  for (std::string& r : memory_reasons({&q, &k, &v, &o}, options.backend))
+    if (std::find(why.begin(), why.end(), r) == why.end()) why.push_back(std::move(r));
+  const auto* fg = std::get_if<fg_attn::Config>(&config);
+  if (fg != nullptr && fg->semantics == fg_attn::Semantics::union_keys)
+    why.push_back("FG-Attn's union semantics are planned on the host (estimate, then attend)");
+  if (const std::string r = row_block_reason(p, estimated_mask_shape(config, p)); !r.empty()) why.push_back(r);
+  return why;
+}
+
+SparseAttentionResult KokkosBackend::sparse_attention(const MethodConfig& config, const Problem& p,
+                                                      const TensorView& q, const TensorView& k, const TensorView& v,
+                                                      const TensorView& o, const AttendOptions& options) const {
+  const auto lock = kokkos_ready();
+  SparseAttentionResult r = run_sparse_attention(config, p, q, k, v, o, options);
+  r.estimate.method = std::string(method_name(config));
+  r.estimate.backend = std::string(name());
+  return r;
+}
+
+DeviceEstimate::DeviceEstimate(std::shared_ptr<const Data> data) : data_(std::move(data)) {}
+const MaskShape& DeviceEstimate::shape() const { return data_->shape; }
+Memory DeviceEstimate::memory() const { return data_->memory; }
+Estimate DeviceEstimate::download() const {
+  const auto lock = kokkos_ready();
+  return data_->download();
+}
+
+namespace {
+
+[[noreturn]] void fail_with(const std::string& what, const std::vector<std::string>& why) {
+  std::ostringstream all;
+  for (const std::string& r : why) all << " " << r << ";";
+  fail("kokkos: ", what, " not covered:", all.str());
+}
+
+}  // namespace
+
+DeviceEstimate estimate_on_device(const MethodConfig& config, const Problem& p, const TensorView& q, const TensorView& k) {
+  p.validate(q, k);
+  validate(config, p);
+  EstimateOptions eo;
+  eo.backend = "kokkos";
+  std::vector<std::string> why = KokkosBackend().estimate_not_supported_reasons(config, p, q, k, eo);
+  const auto* fg = std::get_if<fg_attn::Config>(&config);
+  if (fg != nullptr && fg->semantics == fg_attn::Semantics::union_keys)
+    why.push_back("FG-Attn's union semantics are planned on the host (spattn::estimate)");
+  if (!why.empty()) fail_with(std::string(method_name(config)) + " estimate for " + p.describe(), why);
+  if (q.memory == Memory::host) check_input_range(p, q, k, nullptr);
+  const auto lock = kokkos_ready();
+  return DeviceEstimate(run_estimate_on_device(config, p, q, k));
+}
+
+AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const DeviceEstimate& estimate, const TensorView& o, const AttendOptions& options) {
+  p.validate(q, k, v, o);
+  options.validate(p.heads_q);
+  const MaskShape& shape = estimate.shape();
+  require(shape == MaskShape::of(p, shape.tile_q, shape.tile_k, shape.mask_heads != p.heads_q),
+          "kokkos: the DeviceEstimate's mask (", shape.tile_q, " x ", shape.tile_k, " tiles, ", shape.mask_heads,
+          " mask heads) was not estimated for ", p.describe());
+  require(q.memory == estimate.memory(), "kokkos: the tensors must be in the memory the DeviceEstimate lies in (",
+          to_string(estimate.memory()), "), not ", to_string(q.memory));
+  std::vector<std::string> why = memory_reasons({&q, &k, &v, &o}, "kokkos");
+  if (const std::string r = row_block_reason(p, shape); !r.empty()) why.push_back(r);
+  if (!why.empty()) fail_with("attend for " + p.describe(), why);
+  if (q.memory == Memory::host) check_input_range(p, q, k, &v);
+  const auto lock = kokkos_ready();
+  const DeviceEstimate::Data& d = estimate.data();
+  return run_attend(p, q, k, v, shape, d.row_ptr, d.tiles, o, options);
 }
 
 TileMask bfla_estimate_with_scores(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
                                    std::vector<std::vector<float>>& scores) {
   const auto lock = kokkos_ready();
-  return run_bfla(p, q, k, c, &scores);
+  return run_bfla_with_scores(p, q, k, c, scores);
 }
 
 TileMask anchor_attn_estimate_with_anchors(const Problem& p, const TensorView& q, const TensorView& k,
                                           const anchor_attn::Config& c, std::vector<AnchorStats>& anchors) {
   const auto lock = kokkos_ready();
-  std::int64_t counts[2] = {0, 0};
-  return run_anchor_attn(p, q, k, c, anchors, counts);
+  Estimate e = run_estimate(c, p, q, k);
+  anchors = std::move(e.anchor_state);
+  return std::move(e.mask);
 }
 
 TileMask sale_estimate_with_states(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c,
                                    std::vector<float>& margins, std::vector<SoftmaxState>& sink_local) {
   const auto lock = kokkos_ready();
-  std::int64_t counts[2] = {0, 0};
-  return run_sale(p, q, k, c, margins, sink_local, counts);
+  Estimate e = run_estimate(c, p, q, k);
+  margins = std::move(e.margins);
+  sink_local = std::move(e.anchor_state);
+  return std::move(e.mask);
 }
 
 }  // namespace spattn::kokkos

@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
+#include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "team_sort.hpp"
 #include "spattn/mask.hpp"
@@ -27,7 +28,7 @@ namespace spattn::kokkos {
 /// The mask (one per KV head); `scores`, when not null, receives each (b, hq)'s group scores as
 /// reference::bfla_group_scores lays them out (non-causal pairs 0: no rule reads them).
 template <class Exec>
-TileMask bfla_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& c,
+EstimateViews<Exec> bfla_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& c,
                           std::vector<std::vector<float>>* scores);
 
 namespace detail {
@@ -221,7 +222,7 @@ struct BflaExpand {
 }  // namespace detail
 
 template <class Exec>
-TileMask bfla_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
+EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const bfla::Config& c,
                           std::vector<std::vector<float>>* scores_out) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, c.tile_q(), c.tile, true);
@@ -275,7 +276,10 @@ TileMask bfla_estimate_on(const Problem& p, const TensorView& q, const TensorVie
       }
     }
   }
-  return TileMask::from_bitmap(shape, to_host(keep));
+  EstimateViews<Exec> out;
+  out.shape = shape;
+  set_mask_from_bitmap(out, s, keep);
+  return out;
 }
 
 }  // namespace spattn::kokkos

@@ -310,12 +310,29 @@ std::int64_t run_tile_kernel(AttendArgs a) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// AttendStats::visited_tiles of a mask in Exec's memory: each row inside its sequence, once per query head that reads
+/// it (TileMask::visited_tiles).
+struct VisitedTiles {
+  using value_type = std::int64_t;
+  DeviceShape s;
+  std::int64_t mask_heads, q_tiles, tile_q;
+  const std::int64_t* row_ptr;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r, std::int64_t& n) const {
+    const std::int64_t b = r / (mask_heads * q_tiles);
+    if ((r % q_tiles) * tile_q < s.nq(b)) n += (row_ptr[r + 1] - row_ptr[r]) * (s.heads_q / mask_heads);
+  }
+};
+
+}  // namespace detail
+
+/// The executor over a mask whose CSR arrays (`row_ptr`, `tiles`, as TileMask's) lie in Exec's memory.
 template <class Exec>
 AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
-                      const TileMask& mask, const TensorView& o, const AttendOptions& options) {
+                      const MaskShape& mask, const std::int64_t* row_ptr, const std::int32_t* tiles, const TensorView& o,
+                      const AttendOptions& options) {
   using Team = detail::FlashTeam<Exec>;
-  const auto row_ptr = to_space<Exec>("spattn::row_ptr", mask.row_ptr.data(), mask.row_ptr.size());
-  const auto tiles = to_space<Exec>("spattn::tiles", mask.tiles.data(), mask.tiles.size());
   const ProblemOn<Exec> on(p);
 
   detail::AttendArgs a;
@@ -327,12 +344,12 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   a.lse = options.lse;
   a.resume = options.resume;
   a.state_out = options.state_out;
-  a.row_ptr = row_ptr.data();
-  a.tiles = tiles.data();
-  a.mask_heads = mask.shape.mask_heads;
-  a.q_tiles = mask.shape.num_q_tiles();
-  a.tile_q = mask.shape.tile_q;
-  a.tile_k = mask.shape.tile_k;
+  a.row_ptr = row_ptr;
+  a.tiles = tiles;
+  a.mask_heads = mask.mask_heads;
+  a.q_tiles = mask.num_q_tiles();
+  a.tile_q = mask.tile_q;
+  a.tile_k = mask.tile_k;
   std::vector<float> thresholds(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
   if (!options.pv_threshold_per_head.empty()) thresholds = options.pv_threshold_per_head;
   const bool pv_skip = std::any_of(thresholds.begin(), thresholds.end(), [](float x) { return x < INFINITY; });
@@ -354,7 +371,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
       f.int8 = true;
       f.quant = int8.blocks;
     }
-    const int pv_chunk = pv_skip ? (mask.shape.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock : 0;
+    const int pv_chunk = pv_skip ? (mask.tile_k + detail::kBlock - 1) / detail::kBlock * detail::kBlock : 0;
     f.shape = detail::team_shape<Exec>(p.head_dim, p.dim_v(), pv_chunk);
     if (pv_skip) {
       f.thresholds = thresholds_view.data();
@@ -362,7 +379,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
       f.exempt_last = options.pv_exempt_last;
       f.pv_skipped = pv_skipped.data();
     }
-    f.a.blocks_per_tile = (mask.shape.tile_q + f.shape.rows - 1) / f.shape.rows;
+    f.a.blocks_per_tile = (mask.tile_q + f.shape.rows - 1) / f.shape.rows;
 
     const std::int64_t league = p.batch * p.heads_q * a.q_tiles * f.a.blocks_per_tile;
     typename Team::Policy policy(static_cast<int>(league), team_size<Exec>());
@@ -373,14 +390,20 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
     if (bytes[1] > 0) policy.set_scratch_size(1, Kokkos::PerTeam(static_cast<int>(bytes[1])));
     Kokkos::parallel_reduce("spattn::kokkos::attend", policy, f, stats.empty_rows);
   }
+  Kokkos::parallel_reduce("spattn::kokkos::visited_tiles", Kokkos::RangePolicy<Exec>(0, mask.num_rows()),
+                          detail::VisitedTiles{a.s, a.mask_heads, a.q_tiles, a.tile_q, row_ptr}, stats.visited_tiles);
   Exec().fence();
-
   Kokkos::deep_copy(stats.pv_skipped, pv_skipped);
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t h = 0; h < p.heads_q; ++h)
-      for (std::int64_t t = 0; t * mask.shape.tile_q < p.seqlen_q_of(b); ++t)
-        stats.visited_tiles += static_cast<std::int64_t>(mask.row(b, mask.mask_head_of(h, p.heads_q), t).size());
   return stats;
+}
+
+/// The executor over a host mask (uploaded to Exec's memory).
+template <class Exec>
+AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TileMask& mask, const TensorView& o, const AttendOptions& options) {
+  const auto row_ptr = to_space<Exec>("spattn::row_ptr", mask.row_ptr.data(), mask.row_ptr.size());
+  const auto tiles = to_space<Exec>("spattn::tiles", mask.tiles.data(), mask.tiles.size());
+  return attend_on<Exec>(p, q, k, v, mask.shape, row_ptr.data(), tiles.data(), o, options);
 }
 
 }  // namespace spattn::kokkos

@@ -9,6 +9,7 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
+#include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "team_sort.hpp"
 #include "spattn/mask.hpp"
@@ -21,7 +22,8 @@
 namespace spattn::kokkos {
 
 template <class Exec>
-TileMask fg_attn_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const fg_attn::Config& c);
+EstimateViews<Exec> fg_attn_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k,
+                                         const fg_attn::Config& c);
 
 namespace detail {
 
@@ -106,7 +108,8 @@ struct FgSelect {
 }  // namespace detail
 
 template <class Exec>
-TileMask fg_attn_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const fg_attn::Config& c) {
+EstimateViews<Exec> fg_attn_estimate_on(const Problem& p, const TensorView& q, const TensorView& k,
+                                         const fg_attn::Config& c) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, c.tile_q, c.tile_k);
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
@@ -131,7 +134,10 @@ TileMask fg_attn_estimate_on(const Problem& p, const TensorView& q, const Tensor
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                        detail::FgSelect<Exec>{s, c.tile_q, c.tile_k, c.top_p, c.size_weighted_tail, tq, tk,
                                               q_mean.data(), k_mean.data(), keep.data(), level});
-  return TileMask::from_bitmap(shape, to_host(keep));
+  EstimateViews<Exec> out;
+  out.shape = shape;
+  set_mask_from_bitmap(out, s, keep);
+  return out;
 }
 
 }  // namespace spattn::kokkos

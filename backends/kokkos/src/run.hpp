@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "spattn/attend_options.hpp"
+#include "spattn/kokkos/backend.hpp"
+#include "spattn/estimate.hpp"
+#include "spattn/method_config.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/anchor.hpp"
 #include "spattn/methods/anchor_attn.hpp"
@@ -24,17 +27,35 @@ bool serves(Memory memory);
 
 AttendStats run_attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                        const TileMask& mask, const TensorView& o, const AttendOptions& options);
-TileMask run_sparge(const Problem& problem, const TensorView& q, const TensorView& k, const sparge::Config& config);
-/// FG-Attn's estimated mask (per query tile, before merging: the caller applies the union semantics).
-TileMask run_fg_attn(const Problem& problem, const TensorView& q, const TensorView& k, const fg_attn::Config& config);
-/// AnchorAttention's mask; `anchors` receives each row's (m, l) over its anchor region, `counts` the candidate and
-/// selected (group, key) pairs.
-TileMask run_anchor_attn(const Problem& problem, const TensorView& q, const TensorView& k,
-                         const anchor_attn::Config& config, std::vector<AnchorStats>& anchors, std::int64_t counts[2]);
-/// SALE's mask; `margins` and `sink_local` as reference::SaleEstimate's, `counts` the candidate and selected blocks.
-TileMask run_sale(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& config,
-                  std::vector<float>& margins, std::vector<SoftmaxState>& sink_local, std::int64_t counts[2]);
-TileMask run_bfla(const Problem& problem, const TensorView& q, const TensorView& k, const bfla::Config& config,
-                  std::vector<std::vector<float>>* scores);
+/// The executor over a mask whose CSR arrays lie in the tensors' memory.
+AttendStats run_attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                       const MaskShape& mask, const std::int64_t* row_ptr, const std::int32_t* tiles,
+                       const TensorView& o, const AttendOptions& options);
+
+/// What a DeviceEstimate holds: the mask's CSR arrays in `memory` (pointers into `storage`'s Kokkos Views) and how to
+/// bring the rest to the host.
+struct DeviceEstimate::Data {
+  MaskShape shape;
+  Memory memory = Memory::host;
+  std::string method;
+  const std::int64_t* row_ptr = nullptr;
+  const std::int32_t* tiles = nullptr;
+  virtual ~Data() = default;
+  virtual Estimate download() const = 0;
+};
+
+/// The method's estimate with its mask in the tensors' memory (FG-Attn: before its union semantics).
+std::shared_ptr<const DeviceEstimate::Data> run_estimate_on_device(const MethodConfig& config, const Problem& problem,
+                                                                  const TensorView& q, const TensorView& k);
+/// The method's estimate (FG-Attn: its union semantics applied on the host), downloaded.
+Estimate run_estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k);
+/// estimate → attend with the mask kept in the tensors' memory between the stages; the estimate downloaded after the
+/// executor. Not for FG-Attn's union semantics (its planner runs on the host).
+SparseAttentionResult run_sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                                           const TensorView& k, const TensorView& v, const TensorView& o,
+                                           const AttendOptions& options);
+/// BFLA's estimate and its group scores (bfla_estimate_with_scores).
+TileMask run_bfla_with_scores(const Problem& problem, const TensorView& q, const TensorView& k,
+                              const bfla::Config& config, std::vector<std::vector<float>>& scores);
 
 }  // namespace spattn::kokkos

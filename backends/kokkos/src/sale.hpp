@@ -15,6 +15,7 @@
 #include <cmath>
 #include <vector>
 
+#include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "sequence_mean.hpp"
 #include "spattn/anchor.hpp"
@@ -26,15 +27,11 @@
 
 namespace spattn::kokkos {
 
-struct SaleResult {
-  TileMask mask;
-  std::vector<float> margins;            ///< as reference::SaleEstimate::margins
-  std::vector<SoftmaxState> sink_local;  ///< as reference::SaleEstimate::sink_local
-  std::int64_t candidates = 0, selected = 0;
-};
-
+/// The mask, the margins and each row's sink-local (m, l) (EstimateViews::margins / states, as
+/// reference::SaleEstimate's) and the (candidate, selected) counts per mask row.
 template <class Exec>
-SaleResult sale_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const sale::Config& c);
+EstimateViews<Exec> sale_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k,
+                                      const sale::Config& c);
 
 namespace detail {
 
@@ -188,7 +185,8 @@ struct SaleSelect {
 }  // namespace detail
 
 template <class Exec>
-SaleResult sale_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const sale::Config& c) {
+EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, const TensorView& k,
+                                      const sale::Config& c) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, sale::kBlockQ, sale::kBlockK);
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
@@ -239,15 +237,12 @@ SaleResult sale_estimate_on(const Problem& p, const TensorView& q, const TensorV
                                                 qmk.data(), q_scale.data(), k_scale.data(), q_codes.data(), k_codes.data(),
                                                 sink_local.data(), margins.data(), keep.data(), counts.data(), level});
 
-  SaleResult out;
-  const std::vector<float> sl = to_host(sink_local);
-  out.sink_local.resize(n(bq * p.seqlen_q));
-  for (std::size_t i = 0; i < out.sink_local.size(); ++i) out.sink_local[i] = SoftmaxState{sl[2 * i], sl[2 * i + 1]};
-  out.margins = to_host(margins);
-  const auto [candidates, selected] = count_totals(counts);
-  out.candidates = candidates;
-  out.selected = selected;
-  out.mask = TileMask::from_bitmap(shape, to_host(keep));
+  EstimateViews<Exec> out;
+  out.shape = shape;
+  out.states = sink_local;
+  out.margins = margins;
+  out.counts = counts;
+  set_mask_from_bitmap(out, s, keep);
   return out;
 }
 

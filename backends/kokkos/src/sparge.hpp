@@ -12,6 +12,7 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
+#include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "sequence_mean.hpp"
 #include "team_sort.hpp"
@@ -25,7 +26,8 @@
 namespace spattn::kokkos {
 
 template <class Exec>
-TileMask sparge_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k, const sparge::Config& c);
+EstimateViews<Exec> sparge_estimate_on(const Problem& problem, const TensorView& q, const TensorView& k,
+                                        const sparge::Config& c);
 
 namespace detail {
 
@@ -174,7 +176,8 @@ Kokkos::View<T*, typename Exec::memory_space> per_head(const char* label, const 
 }  // namespace detail
 
 template <class Exec>
-TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorView& k, const sparge::Config& c) {
+EstimateViews<Exec> sparge_estimate_on(const Problem& p, const TensorView& q, const TensorView& k,
+                                        const sparge::Config& c) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const MaskShape shape = MaskShape::of(p, c.block_q, c.block_k);
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
@@ -215,7 +218,10 @@ TileMask sparge_estimate_on(const Problem& p, const TensorView& q, const TensorV
                        detail::SpargeSelect<Exec>{s, c.block_q, c.block_k, tq, tk, c.topk, c.attention_sink,
                                                   theta.data(), tau.data(), q_mean.data(), q_sim.data(),
                                                   k_mean.data(), k_sim.data(), dense.data(), keep.data(), level});
-  return TileMask::from_bitmap(shape, to_host(keep));
+  EstimateViews<Exec> out;
+  out.shape = shape;
+  set_mask_from_bitmap(out, s, keep);
+  return out;
 }
 
 }  // namespace spattn::kokkos

@@ -112,6 +112,9 @@ class TileMask {
     std::int64_t bytes = 0;       ///< storage of row_ptr + tiles
   };
   Stats stats() const;
+  /// Kept tiles summed over the `heads_q` query heads that read the rows (each query tile inside its sequence):
+  /// what an executor visits, AttendStats::visited_tiles.
+  std::int64_t visited_tiles(std::int64_t heads_q) const;
 
   // ---- export (mask_export.cpp; mask files are in io/: spattn/mask_file.hpp) ----
   /// PyTorch FlexAttention BlockMask lists, [B, Hm, Tq] counts and [B, Hm, Tq, Tk] indices (padded with 0):

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "spattn/attend_options.hpp"
+#include "spattn/mask.hpp"
 #include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/bfla.hpp"
 #include "spattn/methods/fg_attn.hpp"
@@ -53,6 +54,10 @@ MethodConfig default_config(std::string_view name);
 /// Validates the configuration for a problem (per-head vectors sized by problem.heads_q); throws spattn::Error
 /// naming the method and the field.
 void validate(const MethodConfig& config, const Problem& problem);
+
+/// The shape of the mask the method's estimator builds: FG-Attn's per query tile (before its union semantics),
+/// BFLA's one per KV head, AnchorAttention's one stripe row per query group.
+MaskShape estimated_mask_shape(const MethodConfig& config, const Problem& problem);
 
 /// The executor options a method brings to Stage 2 (SpargeAttn's PV-skip thresholds), on top of `base`.
 AttendOptions attend_options_of(const MethodConfig& config, const AttendOptions& base = {});

@@ -8,6 +8,8 @@
 //   default, since it is the definition and at least as fast on CPU threads.
 #pragma once
 
+#include <memory>
+
 #include "spattn/backend.hpp"
 
 namespace spattn::kokkos {
@@ -25,7 +27,46 @@ class KokkosBackend final : public Backend {
                                                           const EstimateOptions& options) const override;
   Estimate estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k,
                     const EstimateOptions& options) const override;
+  /// estimate → attend with the mask left where the estimator wrote it (the CSR arrays built in the tensors' memory:
+  /// no host round trip between the stages); every method but FG-Attn's union semantics, whose planner runs on the
+  /// host.
+  std::vector<std::string> sparse_attention_not_supported_reasons(const MethodConfig& config, const Problem& problem,
+                                                                  const TensorView& q, const TensorView& k,
+                                                                  const TensorView& v, const TensorView& o,
+                                                                  const AttendOptions& options) const override;
+  SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                                         const TensorView& k, const TensorView& v, const TensorView& o,
+                                         const AttendOptions& options) const override;
 };
+
+/// A Kokkos estimate whose mask stays in the memory of the tensors it was computed from (on a GPU: device memory): the
+/// CSR arrays of a TileMask, built there from the estimator's decisions, and the per-row outputs the method exports.
+/// attend() below reads the mask where it lies, so estimate → attend has no host round trip of the mask; download()
+/// brings the whole Estimate to the host when the caller wants it. Kernels run on the Kokkos execution space's default
+/// instance. sparse_attention() on the Kokkos backend is estimate_on_device() then attend().
+class DeviceEstimate {
+ public:
+  struct Data;  ///< the arrays (backends/kokkos/src/run.hpp)
+  explicit DeviceEstimate(std::shared_ptr<const Data> data);
+  const MaskShape& shape() const;
+  Memory memory() const;
+  /// Waits for the estimator's kernels; the host Estimate (mask, margins, anchor states, counts, names).
+  Estimate download() const;
+  const Data& data() const { return *data_; }
+
+ private:
+  std::shared_ptr<const Data> data_;
+};
+
+/// The method's estimate on the Kokkos backend with its mask left in the tensors' memory. Validates like
+/// spattn::estimate() (the input range scan aside) and throws spattn::Error with the backend's reasons when it does not
+/// cover the call. FG-Attn's union semantics are refused: their planner runs on the host (use spattn::estimate).
+DeviceEstimate estimate_on_device(const MethodConfig& config, const Problem& problem, const TensorView& q,
+                                  const TensorView& k);
+/// The executor over a DeviceEstimate's mask (tensors in the memory it was estimated in; the method's executor
+/// options are the caller's: attend_options_of(config, options)). Validates like spattn::attend().
+AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                   const DeviceEstimate& estimate, const TensorView& o, const AttendOptions& options = {});
 
 /// BFLA's Kokkos estimate (validated inputs) and the group scores it was built from, per (b, hq) as
 /// reference::bfla_group_scores lays them out (pairs outside the causal blocks 0): the test feeds them to

@@ -1,0 +1,156 @@
+// An estimate in the execution space's memory: the mask as the CSR arrays of a TileMask, built there from the
+// estimator's bitmap (a team per mask row: its kept tiles counted, the rows' offsets by a scan, each row's tile ids
+// stored by a team scan in ascending order), and the per-row outputs some methods export. The executor reads the
+// arrays where they are (sparse_attention: no host round trip between the stages); download() gives the host
+// Estimate. Same semantics as TileMask::from_bitmap: entries past a row's reachable tiles are dropped.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernel_args.hpp"
+#include "spattn/estimate.hpp"
+#include "spattn/mask.hpp"
+#include "spattn/mask_policy.hpp"
+
+namespace spattn::kokkos {
+
+template <class Exec>
+struct EstimateViews {
+  using Mem = typename Exec::memory_space;
+  MaskShape shape;
+  Kokkos::View<std::int64_t*, Mem> row_ptr;  ///< num_rows() + 1 offsets into tiles
+  Kokkos::View<std::int32_t*, Mem> tiles;    ///< kept key tiles, ascending per row (capacity: every reachable tile)
+  Kokkos::View<float*, Mem> states;          ///< (m, l) pairs as Estimate::anchor_state, or empty
+  Kokkos::View<float*, Mem> margins;         ///< as Estimate::margins, or empty
+  Kokkos::View<std::int64_t*, Mem> counts;   ///< (candidates, selected) per mask row, or empty
+};
+
+namespace detail {
+
+/// Kept tiles of mask row r below its reachable count; row 0 also writes row_ptr[0] = 0.
+template <class Exec>
+struct MaskRowCount {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  DeviceShape s;
+  std::int32_t tile_q, tile_k;
+  std::int64_t mask_heads, tq, tk;
+  const std::uint8_t* keep;
+  std::int64_t* row_ptr;
+  KOKKOS_INLINE_FUNCTION std::int64_t reach(std::int64_t r) const {
+    const std::int64_t b = r / (mask_heads * tq);
+    return mask_policy::reachable_tiles<std::int64_t>(r % tq, tile_q, tile_k, s.nq(b), s.nkv(b), s.causal);
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t r = team.league_rank();
+    const std::uint8_t* row = keep + r * tk;
+    std::int64_t kept = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, reach(r)), [&](std::int64_t j, std::int64_t& n) { n += row[j] != 0 ? 1 : 0; }, kept);
+    Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      row_ptr[r + 1] = kept;
+      if (r == 0) row_ptr[0] = 0;
+    });
+  }
+};
+
+/// row_ptr[1 … rows] from counts to inclusive sums (each entry read and written by its own index only).
+struct MaskRowScan {
+  using value_type = std::int64_t;
+  std::int64_t* row_ptr;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r, std::int64_t& sum, bool final) const {
+    sum += row_ptr[r + 1];
+    if (final) row_ptr[r + 1] = sum;
+  }
+};
+
+/// Row r's kept tile ids, ascending, at tiles[row_ptr[r] …].
+template <class Exec>
+struct MaskRowFill {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  MaskRowCount<Exec> rows;
+  std::int32_t* tiles;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t r = team.league_rank();
+    const std::uint8_t* row = rows.keep + r * rows.tk;
+    std::int32_t* out = tiles + rows.row_ptr[r];
+    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, rows.reach(r)), [&](std::int64_t j, std::int64_t& at, bool final) {
+      const bool kept = row[j] != 0;
+      if (final && kept) out[at] = static_cast<std::int32_t>(j);
+      at += kept ? 1 : 0;
+    });
+  }
+};
+
+}  // namespace detail
+
+/// The number of reachable tiles of `shape` (the capacity of a mask's tile array).
+inline std::int64_t reachable_tiles(const MaskShape& shape) {
+  std::int64_t total = 0;
+  for (std::int64_t b = 0; b < shape.batch; ++b)
+    for (std::int64_t t = 0; t < shape.num_q_tiles(); ++t) total += shape.reachable_k_tiles(b, t);
+  return total * shape.mask_heads;
+}
+
+/// e.shape's CSR arrays in Exec's memory from the bitmap keep[row · Tk + j] (1 … 255: kept); s: the problem's shape
+/// there (sequence lengths).
+template <class Exec>
+void set_mask_from_bitmap(EstimateViews<Exec>& e, const DeviceShape& s,
+                          const Kokkos::View<std::uint8_t*, typename Exec::memory_space>& keep) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  const std::int64_t rows = e.shape.num_rows();
+  e.row_ptr = Kokkos::View<std::int64_t*, typename Exec::memory_space>(std::string("spattn::row_ptr"),
+                                                                       static_cast<std::size_t>(rows + 1));
+  e.tiles = Kokkos::View<std::int32_t*, typename Exec::memory_space>(
+      Kokkos::view_alloc(std::string("spattn::tiles"), Kokkos::WithoutInitializing),
+      static_cast<std::size_t>(reachable_tiles(e.shape)));
+  const detail::MaskRowCount<Exec> count{s,
+                                         e.shape.tile_q,
+                                         e.shape.tile_k,
+                                         e.shape.mask_heads,
+                                         e.shape.num_q_tiles(),
+                                         e.shape.num_k_tiles(),
+                                         keep.data(),
+                                         e.row_ptr.data()};
+  const int league = static_cast<int>(rows), ts = team_size<Exec>();
+  Kokkos::parallel_for("spattn::kokkos::mask_count", Policy(league, ts), count);
+  Kokkos::parallel_scan("spattn::kokkos::mask_scan", Kokkos::RangePolicy<Exec>(0, rows), detail::MaskRowScan{e.row_ptr.data()});
+  Kokkos::parallel_for("spattn::kokkos::mask_fill", Policy(league, ts), detail::MaskRowFill<Exec>{count, e.tiles.data()});
+}
+
+/// The host TileMask of e (waits for the kernels that write it).
+template <class Exec>
+TileMask download_mask(const EstimateViews<Exec>& e) {
+  TileMask m;
+  m.shape = e.shape;
+  m.row_ptr = to_host(e.row_ptr);
+  m.tiles.resize(static_cast<std::size_t>(m.row_ptr.back()));
+  if (!m.tiles.empty()) {
+    Kokkos::View<std::int32_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(m.tiles.data(), m.tiles.size());
+    Kokkos::deep_copy(host, Kokkos::subview(e.tiles, std::make_pair(std::size_t{0}, m.tiles.size())));
+  }
+  return m;
+}
+
+/// The host Estimate of e: mask, anchor states, margins and counts (method and backend names left to the caller).
+template <class Exec>
+Estimate download(const EstimateViews<Exec>& e) {
+  Estimate out;
+  out.mask = download_mask(e);
+  if (e.states.size() > 0) {
+    const std::vector<float> st = to_host(e.states);
+    out.anchor_state.resize(st.size() / 2);
+    for (std::size_t i = 0; i < out.anchor_state.size(); ++i) out.anchor_state[i] = SoftmaxState{st[2 * i], st[2 * i + 1]};
+  }
+  if (e.margins.size() > 0) out.margins = to_host(e.margins);
+  if (e.counts.size() > 0) {
+    const auto [candidates, selected] = count_totals(e.counts);
+    out.candidates = candidates;
+    out.selected = selected;
+  }
+  return out;
+}
+
+}  // namespace spattn::kokkos
