@@ -2,8 +2,9 @@
 // (spattn/methods/sparge.hpp, pooling.hpp, topcdf.hpp) in their fixed fp32 order, so that the mask is bit-identical
 // to the reference's (reference/src/sparge.cpp):
 //   1. key means over each sequence (sequence_mean), a team per (batch, KV head), a column per thread;
-//   2. pooled block means and self-similarities of the centred keys and of the queries, a team per block: rows'
-//      inverse norms in parallel, then the unit sums of the columns in parallel, then similarity_of;
+//   2. pooled block means and self-similarities of the centred keys and of the queries, a team per block (on a GPU
+//      its 16-bit rows first copied into team scratch): rows' inverse norms in parallel, then the unit sums of the
+//      columns in parallel, then similarity_of; the key means stored column-major for step 3;
 //   3. a team per (batch, query head, query block): pooled scores, the row max, the selection order of the
 //      candidates (team_sort.hpp: the core's selection keys sorted in team scratch), the cut by top_cdf_count or
 //      topk_count, then the forced blocks; written as a bitmap row.
@@ -34,31 +35,58 @@ namespace detail {
 template <class Exec>
 using Floats = Kokkos::View<float*, typename Exec::memory_space>;
 
-/// Step 2: the pooled mean (mean[(bh·blocks + j)·d + c]) and self-similarity (sim[bh·blocks + j]) of block j of
-/// `block` rows of head bh = b·heads + h; keys are centred by mu (null for queries).
+/// Step 2: the pooled mean and self-similarity (sim[bh·blocks + j]) of block j of `block` rows of head bh = b·heads + h;
+/// keys are centred by mu (null for queries). The mean goes to mean[(bh·blocks + j)·d + c], or with `transposed` to
+/// mean[(bh·d + c)·blocks + j] (the key means: the selection's threads then read consecutive blocks). `staged`: the
+/// block's 16-bit rows are first copied into team scratch (coalesced, rows padded to an odd number of 4-byte words so
+/// that a thread per row reads without bank conflicts), and the three passes read them there.
 template <class Exec>
 struct SpargePool {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   DeviceShape s;
   DeviceTensor t;
-  bool is_q;
+  bool is_q, transposed, staged;
   std::int64_t heads, block, blocks;
   const float* mu;
   float* mean;
   float* sim;
   int level;
+
+  /// Elements per staged row: 2·(odd number of 4-byte words) ≥ d.
+  static KOKKOS_INLINE_FUNCTION std::int64_t staged_stride(std::int64_t d) { return 2 * (((d + 1) / 2) | 1); }
+  static std::size_t scratch_bytes(std::int64_t block, std::int64_t d, bool staged) {
+    const std::int64_t raw = staged ? block * staged_stride(d) * 2 : 0;
+    return sizeof(float) * static_cast<std::size_t>(block + d) + static_cast<std::size_t>(raw) + 64;
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::int64_t j = team.league_rank() % blocks, bh = team.league_rank() / blocks;
     const std::int64_t b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b);
     const std::int64_t first = j * block;
     if (first >= n) return;
-    const std::int64_t rows = block < n - first ? block : n - first, d = s.d;
-    const auto value = [&](std::int64_t r, std::int64_t col) {
-      const float x = t.load(s.row(t, is_q, b, h, first + r) + col);
-      return mu != nullptr ? x - mu[bh * d + col] : x;
-    };
+    const std::int64_t rows = block < n - first ? block : n - first, d = s.d, ld = staged_stride(d);
     float* inv = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * block));
     float* u = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * d));
+    std::uint16_t* raw =
+        staged ? static_cast<std::uint16_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint16_t) * block * ld)) : nullptr;
+    if (staged) {
+      const std::uint16_t* bits = static_cast<const std::uint16_t*>(t.data);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * d), [&](std::int64_t e) {
+        const std::int64_t r = e / d, col = e % d;
+        raw[r * ld + col] = bits[s.row(t, is_q, b, h, first + r) + col];
+      });
+      team.team_barrier();
+    }
+    const auto value = [&](std::int64_t r, std::int64_t col) {
+      float x;
+      if (staged) {
+        const std::uint16_t v = raw[r * ld + col];
+        x = t.dtype == DType::bf16 ? bf16_bits_to_f32(v) : f16_bits_to_f32(v);
+      } else {
+        x = t.load(s.row(t, is_q, b, h, first + r) + col);
+      }
+      return mu != nullptr ? x - mu[bh * d + col] : x;
+    };
     std::int64_t nonzero = 0;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, rows),
@@ -70,7 +98,8 @@ struct SpargePool {
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t col) {
       u[col] = sparge::unit_sum(value, inv, rows, col);
-      mean[(bh * blocks + j) * d + col] = column_mean([&](std::int64_t r) { return value(r, col); }, rows);
+      const float m = column_mean([&](std::int64_t r) { return value(r, col); }, rows);
+      mean[transposed ? (bh * d + col) * blocks + j : (bh * blocks + j) * d + col] = m;
     });
     team.team_barrier();
     Kokkos::single(Kokkos::PerTeam(team), [&]() { sim[bh * blocks + j] = sparge::similarity_of(u, nonzero, d); });
@@ -98,7 +127,7 @@ struct SpargeSelect {
     const std::int64_t blocks_k = (nkv + block_k - 1) / block_k;
     const float th = theta[h];
     const float* qm = q_mean + (bh * tq + i) * s.d;
-    const float* km = k_mean + (b * s.heads_kv + hkv) * tk * s.d;
+    const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: SpargePool's transposed key means
     const float* ks = k_sim + (b * s.heads_kv + hkv) * tk;
     std::uint8_t* out = keep + row * tk;
     const bool forced = sparge::row_forced(dense[h] != 0, sparge::self_similar(q_sim[bh * tq + i], th));
@@ -117,7 +146,7 @@ struct SpargeSelect {
           const bool k_similar = sparge::self_similar(ks[j], th);
           const bool valid = sparge::candidate(j, reach, k_similar);
           out[j] = j < reach && (forced || sparge::column_forced(k_similar)) ? 1 : 0;
-          prob[j] = valid ? sparge::pooled_score(qm, km + j * s.d, static_cast<int>(s.d), s.scale_log2) : -INFINITY;
+          prob[j] = valid ? sparge::pooled_score(qm, km + j, static_cast<int>(s.d), s.scale_log2, tk) : -INFINITY;
           candidate[j] = valid ? 1 : 0;
           if (valid && prob[j] > mx) mx = prob[j];
         },
@@ -196,11 +225,15 @@ EstimateViews<Exec> sparge_estimate_on(const Problem& p, const TensorView& q, co
   detail::Floats<Exec> q_sim(std::string("spattn::q_sim"), static_cast<std::size_t>(p.batch * p.heads_q * tq));
   const auto pool = [&](const DeviceTensor& t, bool is_q, std::int64_t heads, std::int64_t block, std::int64_t blocks,
                         const float* centre, float* mean, float* sim) {
-    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(block + d) + 64;
+    using Pool = detail::SpargePool<Exec>;
+    // Staged in level-0 scratch on a GPU where the block's 16-bit rows fit (the host reads them in place).
+    const bool staged = ts > 1 && t.dtype != DType::f32 &&
+                        Pool::scratch_bytes(block, d, true) <= static_cast<std::size_t>(Policy::scratch_size_max(0));
+    const std::size_t bytes = Pool::scratch_bytes(block, d, staged);
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::sparge_pool",
                          Policy(idx(p.batch * heads * blocks), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
-                         detail::SpargePool<Exec>{s, t, is_q, heads, block, blocks, centre, mean, sim, level});
+                         Pool{s, t, is_q, !is_q, staged, heads, block, blocks, centre, mean, sim, level});
   };
   pool(kt, false, p.heads_kv, c.block_k, tk, mu.data(), k_mean.data(), k_sim.data());
   pool(qt, true, p.heads_q, c.block_q, tq, nullptr, q_mean.data(), q_sim.data());

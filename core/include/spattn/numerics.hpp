@@ -242,10 +242,11 @@ SPATTN_INLINE float sum_lanes8(const float* x, int n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-/// Lane j (0 <= j < 8) of dot_lanes8: the fma chain over a[k]·b[k] for k ≡ j (mod 8), k < n, k increasing.
-SPATTN_INLINE float dot_lane(const float* a, const float* b, int n, int j) {
+/// Lane j (0 <= j < 8) of dot_lanes8: the fma chain over a[k]·b[k] for k ≡ j (mod 8), k < n, k increasing. b's
+/// entries lie ldb floats apart (a GPU reading many b vectors stored column-wise).
+SPATTN_INLINE float dot_lane(const float* a, const float* b, int n, int j, long long ldb = 1) {
   float s = 0.0f;
-  for (int k = j; k < n; k += 8) s = fma_f32(a[k], b[k], s);
+  for (int k = j; k < n; k += 8) s = fma_f32(a[k], b[k * ldb], s);
   return s;
 }
 /// How dot_lanes8 combines its lanes: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) (a GPU: three xor-shuffle
@@ -255,9 +256,9 @@ SPATTN_INLINE float combine_lanes8(const float* l) {
 }
 /// Fixed-order fp32 dot product: 8 dot_lane chains combined by combine_lanes8. For estimator scores, where every
 /// backend must use the same order.
-SPATTN_INLINE float dot_lanes8(const float* a, const float* b, int n) {
+SPATTN_INLINE float dot_lanes8(const float* a, const float* b, int n, long long ldb = 1) {
   float lane[8];
-  for (int j = 0; j < 8; ++j) lane[j] = dot_lane(a, b, n, j);
+  for (int j = 0; j < 8; ++j) lane[j] = dot_lane(a, b, n, j, ldb);
   return combine_lanes8(lane);
 }
 

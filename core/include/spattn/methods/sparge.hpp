@@ -100,10 +100,12 @@ SPATTN_INLINE bool row_forced(bool dense_head, bool q_self_similar) { return den
 SPATTN_INLINE bool column_forced(bool k_self_similar) { return !k_self_similar; }
 SPATTN_INLINE bool candidate(std::int64_t j, std::int64_t reach, bool k_self_similar) { return j < reach && k_self_similar; }
 
-/// Pooled score of (query block, key block) in base-2 units: dot_lanes8(q̄, k̄) · scale·log2 e (score_of its dot).
+/// Pooled score of (query block, key block) in base-2 units: dot_lanes8(q̄, k̄) · scale·log2 e (score_of its dot);
+/// k̄'s entries lie k_stride floats apart.
 SPATTN_INLINE float score_of(float dot, float scale_log2) { return dot * scale_log2; }
-SPATTN_INLINE float pooled_score(const float* q_mean, const float* k_mean, int d, float scale_log2) {
-  return score_of(dot_lanes8(q_mean, k_mean, d), scale_log2);
+SPATTN_INLINE float pooled_score(const float* q_mean, const float* k_mean, int d, float scale_log2,
+                                 long long k_stride = 1) {
+  return score_of(dot_lanes8(q_mean, k_mean, d, k_stride), scale_log2);
 }
 
 /// The selection runs when the row has a candidate and its max pooled score is finite; a row whose
