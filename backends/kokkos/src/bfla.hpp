@@ -1,8 +1,7 @@
 // BFLA's Stage 1 (research/bfla.md; the rules in spattn/methods/bfla.hpp) as Kokkos kernels:
-//   1. flattened-group scores S[u][v] = Σ_t q_{ug+t}·k_{vg+t} of the causal block pairs, a team per (batch, query head,
-//      query group), the group's rows in team scratch, a key group per warp: 32 lanes' fma chains over t then e, then
-//      their sum in lane order (kScoreLanes; a fixed order, the same on every space, not the reference's Eigen GEMM:
-//      scores agree within rounding, so a decision at a threshold may differ);
+//   1. flattened-group scores S[u][v] = Σ_t q_{ug+t}·k_{vg+t} of the causal block pairs as a tiled product, a team per
+//      (batch, query head, 64 × 64 group pairs), fma chains over t then e (a fixed order, the same on every space, not
+//      the reference's Eigen GEMM: scores agree within rounding, so a decision at a threshold may differ);
 //   2. a team per (batch, KV head, query block): block maxima, the mass rule (TopCdf with the crossing included, its
 //      order by team_sort.hpp), the code's optional threshold and top-k rules, the union over the KV head's query heads, sink,
 //      band, causal limit and the coarse-grid rescues;
@@ -40,10 +39,13 @@ struct BflaGeometry {
   }
 };
 
-/// Lanes of a group score: lane l sums the products of columns e ≡ l (mod kScoreLanes) of every row pair, t then e
-/// ascending (an fma chain); the score is then lane 0's sum plus lanes 1, 2, … in order. On a GPU the lanes are a
-/// warp's (Kokkos vector lanes: coalesced K rows); on a host space one thread runs them in turn, the same arithmetic.
-inline constexpr int kScoreLanes = 32;
+/// Step 1 as a tiled product: S[u][v] = Σ_x A[u][x]·B[v][x] over x = t·d + e (t < g, e < d), A[u] query group u's rows
+/// and B[v] key group v's, entries past either sequence's end 0. A team computes a kGroupTile × kGroupTile block of
+/// (u, v) pairs: kGroupChunk values of x at a time staged in team scratch (transposed, rows padded to kGroupLd), each
+/// of 256 micro-blocks a 4 × 4 register block of fma chains over x ascending, its sums kept in team scratch between
+/// chunks (so that a one-thread team on a host space runs every micro-block in turn, the same arithmetic). Blocks
+/// wholly past a row's causal key groups are not computed; their scores are 0, as every pair past them.
+inline constexpr int kGroupTile = 64, kGroupChunk = 32, kGroupLd = kGroupTile + 4, kGroupMicro = 4;
 
 template <class Exec>
 struct BflaGroupScores {
@@ -51,44 +53,67 @@ struct BflaGroupScores {
   DeviceShape s;
   DeviceTensor q, k;
   BflaGeometry geo;
-  float* scores;  ///< [B·Hq][gq][gk]
+  std::int64_t tiles_u, tiles_v;  ///< blocks of pairs per (batch, query head): ⌈gq / kGroupTile⌉ × ⌈gk / kGroupTile⌉
+  float* scores;                  ///< [B·Hq][gq][gk]
   int level;
+
+  static constexpr std::size_t scratch_bytes() {
+    return sizeof(float) * (2 * kGroupChunk * kGroupLd + kGroupTile * kGroupTile) + 64;
+  }
+  /// Key groups of query group u's causal block pairs (the rest score 0), within the gk groups of the sequence.
+  KOKKOS_INLINE_FUNCTION std::int64_t last_group(std::int64_t u, std::int64_t nq, std::int64_t nkv, std::int64_t gk) const {
+    const std::int64_t reach = bfla::causal_blocks(u / geo.per_block, nq, nkv, geo.block, s.causal) * geo.per_block;
+    return reach < 0 ? 0 : reach < gk ? reach : gk;
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t u = team.league_rank() % geo.gq, bh = team.league_rank() / geo.gq;
+    constexpr int T = kGroupTile, C = kGroupChunk, L = kGroupLd, M = kGroupMicro, per_row = T / M;
+    const std::int64_t tv = team.league_rank() % tiles_v, tu = team.league_rank() / tiles_v % tiles_u;
+    const std::int64_t bh = team.league_rank() / (tiles_v * tiles_u);
     const std::int64_t b = bh / s.heads_q, h = bh % s.heads_q, hkv = h / s.group();
     const std::int64_t nq = s.nq(b), nkv = s.nkv(b), g = geo.g, d = s.d;
-    if (u * g >= nq) return;
-    const std::int64_t rows = g < nq - u * g ? g : nq - u * g;
-    const std::int64_t gk = (nkv + g - 1) / g;
-    const std::int64_t reach = bfla::causal_blocks(u / geo.per_block, nq, nkv, geo.block, s.causal) * geo.per_block;
-    const std::int64_t last = reach < gk ? reach : gk;  // key groups of causal pairs; the rest score 0
-    const int warps = team.team_size(), w = team.team_rank();
-    float* qs = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * g * d));
-    float* part = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * warps * kScoreLanes));
-    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, rows * d), [&](std::int64_t x) {
-      qs[x] = q.load(s.row(q, true, b, h, u * g + x / d) + x % d);
-    });
-    Kokkos::parallel_for(Kokkos::TeamVectorRange(team, last, gk), [&](std::int64_t v) { scores[geo.pair(bh, u, v)] = 0.0f; });
-    for (std::int64_t v0 = 0; v0 < last; v0 += warps) {  // a key group per warp
-      const std::int64_t v = v0 + w;
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, kScoreLanes), [&](int l) {
-        float acc = 0.0f;
-        if (v < last)
-          for (std::int64_t t = 0; t < rows && v * g + t < nkv; ++t) {
-            const std::int64_t at = s.row(k, false, b, hkv, v * g + t);
-            for (std::int64_t e = l; e < d; e += kScoreLanes) acc = fma_f32(qs[t * d + e], k.load(at + e), acc);
+    const std::int64_t gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g, u0 = tu * T, v0 = tv * T;
+    if (u0 >= gq || v0 >= gk) return;
+    const std::int64_t nu = gq - u0 < T ? gq - u0 : T, nv = gk - v0 < T ? gk - v0 : T;
+    float* a = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * C * L));
+    float* bs = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * C * L));
+    float* sum = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * T * T));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T * T), [&](int x) { sum[x] = 0.0f; });
+    if (v0 < last_group(u0 + nu - 1, nq, nkv, gk)) {  // some pair of the block is causal (last_group grows with u)
+      for (std::int64_t x0 = 0; x0 < g * d; x0 += C) {
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * T * C), [&](int i) {
+          const bool is_q = i < T * C;
+          const int row = (i % (T * C)) / C, col = i % C;
+          const std::int64_t x = x0 + col, t = x / d, e = x % d;
+          const std::int64_t grp = (is_q ? u0 : v0) + row, n = is_q ? nq : nkv, pos = grp * g + t;
+          const bool inside = x < g * d && grp < (is_q ? gq : gk) && pos < n;
+          const float val = inside ? (is_q ? q.load(s.row(q, true, b, h, pos) + e) : k.load(s.row(k, false, b, hkv, pos) + e))
+                                   : 0.0f;
+          (is_q ? a : bs)[col * L + row] = val;
+        });
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, per_row * per_row), [&](int m) {
+          const int mu = m / per_row * M, mv = m % per_row * M;
+          float acc[M][M];
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < M; ++j) acc[i][j] = sum[(mu + i) * T + mv + j];
+          for (int x = 0; x < C; ++x) {
+            float av[M], bv[M];
+            for (int i = 0; i < M; ++i) av[i] = a[x * L + mu + i], bv[i] = bs[x * L + mv + i];
+            for (int i = 0; i < M; ++i)
+              for (int j = 0; j < M; ++j) acc[i][j] = fma_f32(av[i], bv[j], acc[i][j]);
           }
-        part[w * kScoreLanes + l] = acc;
-      });
-      team.team_barrier();
-      Kokkos::single(Kokkos::PerThread(team), [&]() {
-        if (v >= last) return;
-        float sum = part[w * kScoreLanes];
-        for (int l = 1; l < kScoreLanes; ++l) sum += part[w * kScoreLanes + l];
-        scores[geo.pair(bh, u, v)] = sum;
-      });
+          for (int i = 0; i < M; ++i)
+            for (int j = 0; j < M; ++j) sum[(mu + i) * T + mv + j] = acc[i][j];
+        });
+      }
     }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nu * nv), [&](std::int64_t x) {
+      const std::int64_t i = x / nv, j = x % nv;
+      scores[geo.pair(bh, u0 + i, v0 + j)] = v0 + j < last_group(u0 + i, nq, nkv, gk) ? sum[i * T + j] : 0.0f;
+    });
   }
 };
 
@@ -238,14 +263,15 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
   Kokkos::View<float*, typename Exec::memory_space> scores(std::string("spattn::bfla_scores"),
                                                             static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
   {
-    const int warps = team_size<Exec>() == 1 ? 1 : team_size<Exec>() / detail::kScoreLanes;
-    const std::size_t bytes = sizeof(float) * static_cast<std::size_t>(g * p.head_dim + warps * detail::kScoreLanes) + 64;
+    using Scores = detail::BflaGroupScores<Exec>;
+    const std::int64_t tiles_u = (geo.gq + detail::kGroupTile - 1) / detail::kGroupTile;
+    const std::int64_t tiles_v = (geo.gk + detail::kGroupTile - 1) / detail::kGroupTile;
+    const std::size_t bytes = Scores::scratch_bytes();
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::bfla_group_scores",
-                         (ts == 1 ? Policy(idx(p.batch * p.heads_q * geo.gq), 1)
-                                  : Policy(idx(p.batch * p.heads_q * geo.gq), warps, detail::kScoreLanes))
+                         Policy(idx(p.batch * p.heads_q * tiles_u * tiles_v), ts == 1 ? 1 : 256)
                              .set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
-                         detail::BflaGroupScores<Exec>{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, scores.data(), level});
+                         Scores{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, tiles_u, tiles_v, scores.data(), level});
   }
   Kokkos::View<std::uint8_t*, typename Exec::memory_space> coarse(std::string("spattn::bfla_coarse"),
                                                                    static_cast<std::size_t>(p.batch * p.heads_kv * geo.lq * geo.lkv));
