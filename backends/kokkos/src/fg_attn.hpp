@@ -1,6 +1,7 @@
 // FG-Attn's estimator (research/fgattn.md §2; the rules in spattn/methods/fg_attn.hpp) as Kokkos kernels, the core's
 // fixed fp32 order throughout, so that the mask is bit-identical to the reference's (reference/src/fg_attn.cpp):
-//   1. tile means of Q (per query head) and K (per KV head), a team per tile, a column per thread (column_mean);
+//   1. tile means of Q (per query head) and K (per KV head, stored column-major), a team per tile, a column per thread
+//      (column_mean);
 //   2. a team per (batch, query head, query tile): pooled logits (pooled_logit, the tail weight), the dense fallback,
 //      the selection order (team_sort.hpp), the top-p cut by top_cdf_count (crossing included); a bitmap row.
 // Union semantics and merging are the core's host functions over the resulting mask (fg_attn::plan, effective_mask).
@@ -27,13 +28,14 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& problem, const TensorView
 
 namespace detail {
 
-/// mean[(bh·tiles + j)·d + c]: the mean of column c over tile j (`tile` rows) of head bh = b·heads + h.
+/// The mean of column c over tile j (`tile` rows) of head bh = b·heads + h at mean[(bh·tiles + j)·d + c], or with
+/// `transposed` at mean[(bh·d + c)·tiles + j] (the key means: the selection's threads then read consecutive tiles).
 template <class Exec>
 struct TileMeans {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   DeviceShape s;
   DeviceTensor t;
-  bool is_q;
+  bool is_q, transposed;
   std::int64_t heads, tile, tiles;
   float* mean;
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
@@ -42,7 +44,7 @@ struct TileMeans {
     if (first >= n) return;
     const std::int64_t rows = tile < n - first ? tile : n - first;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t col) {
-      mean[(bh * tiles + j) * s.d + col] =
+      mean[transposed ? (bh * s.d + col) * tiles + j : (bh * tiles + j) * s.d + col] =
           column_mean([&](std::int64_t r) { return t.load(s.row(t, is_q, b, h, first + r) + col); }, rows);
     });
   }
@@ -67,7 +69,7 @@ struct FgSelect {
     const std::int64_t reach = mask_policy::reachable_tiles<std::int64_t>(i, tile_q, tile_k, nq, nkv, s.causal);
     const float tail = fg_attn::tail_weight(nkv, tile_k, size_weighted_tail);
     const float* qm = q_mean + (bh * tq + i) * s.d;
-    const float* km = k_mean + (b * s.heads_kv + hkv) * tk * s.d;
+    const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: TileMeans' transposed key means
     std::uint8_t* out = keep + row * tk;
     auto* keys = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * sort_length(tk)));
     float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the sorted weights
@@ -77,7 +79,7 @@ struct FgSelect {
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, reach),
         [&](std::int64_t j, int& fin) {
-          float x = fg_attn::pooled_logit(qm, km + j * s.d, s.d, s.scale_log2);
+          float x = fg_attn::pooled_logit(qm, km + j, s.d, s.scale_log2, tk);
           if (fg_attn::is_tail_tile(j, nkv, tile_k)) x += tail;
           prob[j] = x;
           if (!std::isfinite(x)) fin = 0;
@@ -122,9 +124,9 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& p, const TensorView& q, c
   Kokkos::View<float*, typename Exec::memory_space> k_mean(std::string("spattn::k_mean"),
                                                             static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
   Kokkos::parallel_for("spattn::kokkos::fg_attn_q_means", Policy(idx(p.batch * p.heads_q * tq), ts),
-                       detail::TileMeans<Exec>{s, DeviceTensor::of(q), true, p.heads_q, c.tile_q, tq, q_mean.data()});
+                       detail::TileMeans<Exec>{s, DeviceTensor::of(q), true, false, p.heads_q, c.tile_q, tq, q_mean.data()});
   Kokkos::parallel_for("spattn::kokkos::fg_attn_k_means", Policy(idx(p.batch * p.heads_kv * tk), ts),
-                       detail::TileMeans<Exec>{s, DeviceTensor::of(k), false, p.heads_kv, c.tile_k, tk, k_mean.data()});
+                       detail::TileMeans<Exec>{s, DeviceTensor::of(k), false, true, p.heads_kv, c.tile_k, tk, k_mean.data()});
   Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
   const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(tk)) +

@@ -263,26 +263,27 @@ SPATTN_INLINE float dot_lanes8(const float* a, const float* b, int n, long long 
 }
 
 /// R × K left-to-right fp32 dot products with fma, out[r][k] = a_r · b_k with a_r = a + r·lda, b_k = b + k·ldb:
-/// s = fma(a_r[i], b_k[i], s) for i = 0 … n-1. Each chain is dot_sequential's (the same bits); a GPU runs R·K of them
-/// in lockstep so that one load of a_r[i] / b_k[i] serves K / R chains and their latencies overlap.
+/// s = fma(a_r[i], b_k[i], s) for i = 0 … n-1 (b_k's entries b_step floats apart). Each chain is dot_sequential's (the
+/// same bits); a GPU runs R·K of them in lockstep so that one load of a_r[i] / b_k[i] serves K / R chains and their
+/// latencies overlap.
 template <int R, int K>
 SPATTN_INLINE void dot_sequential_block(const float* a, long long lda, const float* b, long long ldb, long long n,
-                                        float (&out)[R][K]) {
+                                        float (&out)[R][K], long long b_step = 1) {
   for (int r = 0; r < R; ++r)
     for (int k = 0; k < K; ++k) out[r][k] = 0.0f;
   for (long long i = 0; i < n; ++i) {
     float av[R], bv[K];
     for (int r = 0; r < R; ++r) av[r] = a[r * lda + i];
-    for (int k = 0; k < K; ++k) bv[k] = b[k * ldb + i];
+    for (int k = 0; k < K; ++k) bv[k] = b[k * ldb + i * b_step];
     for (int r = 0; r < R; ++r)
       for (int k = 0; k < K; ++k) out[r][k] = fma_f32(av[r], bv[k], out[r][k]);
   }
 }
 
-/// Left-to-right fp32 dot product with fma: s = fma(a[i], b[i], s) for i = 0 … n-1.
-SPATTN_INLINE float dot_sequential(const float* a, const float* b, long long n) {
+/// Left-to-right fp32 dot product with fma: s = fma(a[i], b[i], s) for i = 0 … n-1 (b's entries b_step floats apart).
+SPATTN_INLINE float dot_sequential(const float* a, const float* b, long long n, long long b_step = 1) {
   float s[1][1];
-  dot_sequential_block<1, 1>(a, 0, b, 0, n, s);
+  dot_sequential_block<1, 1>(a, 0, b, 0, n, s, b_step);
   return s[0][0];
 }
 

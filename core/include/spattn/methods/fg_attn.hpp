@@ -56,8 +56,9 @@ struct Config {
 /// Pooled logit of (query tile, key tile) in base-2 units: dot_sequential(q̄, k̄)·scale·log2 e. A backend that forms
 /// several dot products at once (dot_sequential_block: the same bits) scales each by logit_of.
 SPATTN_INLINE float logit_of(float dot, float scale_log2) { return dot * scale_log2; }
-SPATTN_INLINE float pooled_logit(const float* q_mean, const float* k_mean, std::int64_t d, float scale_log2) {
-  return logit_of(dot_sequential(q_mean, k_mean, d), scale_log2);
+SPATTN_INLINE float pooled_logit(const float* q_mean, const float* k_mean, std::int64_t d, float scale_log2,
+                                 std::int64_t k_stride = 1) {
+  return logit_of(dot_sequential(q_mean, k_mean, d, k_stride), scale_log2);
 }
 
 /// The partial tail key tile (nkv mod N ≠ 0) is tile nkv / N; with size_weighted_tail its logit gains
