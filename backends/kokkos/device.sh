@@ -24,17 +24,11 @@ case $mode in
   build)
     carry=${1:-.devbuild/kokkos}
     prefix=${KOKKOS_PREFIX:-/work/kokkos-cuda/install}
-    deps=$(realpath "${DEPS:-../shared/deps}")
     export PATH=/usr/local/cuda/bin:$PATH
-    if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake ]]; then
-      src=$(mktemp -d)
-      tar xzf "$deps/kokkos-develop-2025-06-20.tar.gz" -C "$src"
-      (cd "$src/kokkos-develop-2025-06-20" && patch -p1 < "$deps/kokkos-cuda13.patch" &&
-        NVCC_WRAPPER_DEFAULT_COMPILER=g++ cmake -G Ninja -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=20 \
-          -DCMAKE_CXX_COMPILER="$PWD/bin/nvcc_wrapper" -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON \
-          -DKokkos_ARCH_HOPPER90=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" &&
-        cmake --build build -j "$(nproc)" && cmake --install build)
-    fi
+    source backends/kokkos/snapshot.sh
+    NVCC_WRAPPER_DEFAULT_COMPILER=g++ kokkos_snapshot "$prefix" 'patch -p1 < "$DEPS/kokkos-cuda13.patch"' \
+      -DCMAKE_CXX_STANDARD=20 -DCMAKE_CXX_COMPILER=@SRC@/bin/nvcc_wrapper -DKokkos_ENABLE_SERIAL=ON \
+      -DKokkos_ENABLE_CUDA=ON -DKokkos_ARCH_HOPPER90=ON
     cmake -S . -B build-kokkos-cuda -DCMAKE_BUILD_TYPE=Release -DSPATTN_ENABLE_KOKKOS=ON -DKokkos_ROOT="$prefix" \
       -DSPATTN_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DSPATTN_BUILD_TOOLS=OFF \
       -DSPATTN_BUILD_BENCH=ON -DSPATTN_WERROR=ON -DSPATTN_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a"

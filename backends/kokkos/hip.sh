@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 archs=${*:-gfx90a gfx940}
-deps=$(realpath "${DEPS:-../shared/deps}")
+source backends/kokkos/snapshot.sh
 jobs=${JOBS:-$(nproc)}
 if ! command -v hipcc > /dev/null || ! command -v roc-obj-ls > /dev/null; then
   apt-get install -y --no-install-recommends hipcc libamdhip64-dev libhsa-runtime-dev rocm-device-libs \
@@ -36,23 +36,11 @@ kernels=$(awk '/^template <class Exec(, [^>]*)?>$/ { t = 1; next }
 
 for arch in $archs; do
   prefix=$PWD/build-hip-kokkos/$arch
-  if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake ]]; then
-    src=$(mktemp -d)
-    tar xzf "$deps/kokkos-develop-2025-06-20.tar.gz" -C "$src"
-    kk=$src/kokkos-develop-2025-06-20
-    # The snapshot's gpu_arch_can_access_system_allocations() has no answer for gfx940 (an error, "no return
-    # statement in constexpr function"): gfx940 is of the MI300 family, answered like gfx942.
-    sed -i 's/defined(KOKKOS_ARCH_AMD_GFX942) || defined(KOKKOS_ARCH_AMD_GFX942_APU)$/defined(KOKKOS_ARCH_AMD_GFX940) || &/' \
-      "$kk/core/src/HIP/Kokkos_HIP_IsXnack.hpp"
-    karch=AMD_${arch^^}
-    cmake -G Ninja -S "$kk" -B "$kk/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_COMPILER=hipcc \
-      -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_HIP=ON "-DKokkos_ARCH_$karch=ON" -DKokkos_ENABLE_ROCTHRUST=OFF \
-      -DBUILD_SHARED_LIBS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" > "$src/configure.log" ||
-      { cat "$src/configure.log"; exit 1; }
-    cmake --build "$kk/build" -j "$jobs"
-    cmake --install "$kk/build" > /dev/null
-    rm -rf "$src"
-  fi
+  # The snapshot's gpu_arch_can_access_system_allocations() has no answer for gfx940 (an error, "no return statement
+  # in constexpr function"): gfx940 is of the MI300 family, answered like gfx942.
+  kokkos_snapshot "$prefix" "sed -i 's/defined(KOKKOS_ARCH_AMD_GFX942) || defined(KOKKOS_ARCH_AMD_GFX942_APU)\$/defined(KOKKOS_ARCH_AMD_GFX940) || &/' core/src/HIP/Kokkos_HIP_IsXnack.hpp" \
+    -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_COMPILER=hipcc -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_HIP=ON \
+    "-DKokkos_ARCH_AMD_${arch^^}=ON" -DKokkos_ENABLE_ROCTHRUST=OFF
   build=build-hip-$arch
   cmake --preset hip -B "$build" -DKokkos_ROOT="$prefix"
   cmake --build "$build" --target spattn_kokkos_tests -j "$jobs"

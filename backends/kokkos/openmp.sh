@@ -15,21 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 threads=${*:-3 1}
-deps=$(realpath "${DEPS:-../shared/deps}")
 jobs=${JOBS:-$(nproc)}
-command -v ninja > /dev/null || apt-get install -y --no-install-recommends ninja-build
+source backends/kokkos/snapshot.sh
 prefix=$PWD/build-openmp-kokkos
-if [[ ! -f $prefix/lib/cmake/Kokkos/KokkosConfig.cmake ]]; then
-  src=$(mktemp -d)
-  tar xzf "$deps/kokkos-develop-2025-06-20.tar.gz" -C "$src"
-  kk=$src/kokkos-develop-2025-06-20
-  cmake -G Ninja -S "$kk" -B "$kk/build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=20 -DCMAKE_CXX_COMPILER=g++ \
-    -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_OPENMP=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_INSTALL_PREFIX="$prefix" \
-    > "$src/configure.log" || { cat "$src/configure.log"; exit 1; }
-  cmake --build "$kk/build" -j "$jobs"
-  cmake --install "$kk/build" > /dev/null
-  rm -rf "$src"
-fi
+kokkos_snapshot "$prefix" "" -DCMAKE_CXX_STANDARD=20 -DCMAKE_CXX_COMPILER=g++ -DKokkos_ENABLE_SERIAL=ON \
+  -DKokkos_ENABLE_OPENMP=ON
 build=build-kokkos-openmp
 cmake --preset kokkos -B "$build" -DKokkos_ROOT="$prefix"
 cmake --build "$build" --target spattn_kokkos_tests -j "$jobs"
