@@ -62,9 +62,8 @@ struct AnchorPass {
     float* m = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * R));
     float* l = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * R));
     auto* key = static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * C));
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R * d), [&](std::int64_t x) {
-      const std::int64_t r = x / d, e = x % d;
-      qs[r * ld + e] = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t e) {  // a column per thread, no division
+      for (int r = 0; r < R; ++r) qs[r * ld + e] = r < rows ? q.load(s.row(q, true, b, h, r0 + r) + e) : 0.0f;
     });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, R), [&](int r) {
       const AnchorStats init;
@@ -78,9 +77,8 @@ struct AnchorPass {
         key[c] = p >= region ? -1 : p < keys.sink_end ? p : keys.local.begin + (p - keys.sink_end);
       });
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
-        const std::int64_t c = x / d, e = x % d, j = key[c];
-        ks[c * ld + e] = j < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, j) + e);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t e) {
+        for (int c = 0; c < C; ++c) ks[c * ld + e] = key[c] < 0 ? 0.0f : k.load(s.row(k, false, b, hkv, key[c]) + e);
       });
       team.team_barrier();
       constexpr int key_groups = C / B;

@@ -80,12 +80,15 @@ struct BflaGroupScores {
     float* sum = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * T * T));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, T * T), [&](int x) { sum[x] = 0.0f; });
     if (v0 < last_group(u0 + nu - 1, nq, nkv, gk)) {  // some pair of the block is causal (last_group grows with u)
-      for (std::int64_t x0 = 0; x0 < g * d; x0 += C) {
+      for (std::int64_t x0 = 0, t0 = 0, e0 = 0; x0 < g * d; x0 += C, e0 += C) {  // x0 = t0·d + e0
+        for (; e0 >= d; e0 -= d) ++t0;
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 2 * T * C), [&](int i) {
           const bool is_q = i < T * C;
           const int row = (i % (T * C)) / C, col = i % C;
-          const std::int64_t x = x0 + col, t = x / d, e = x % d;
+          const std::int64_t x = x0 + col;
+          std::int64_t t = t0, e = e0 + col;  // x = t·d + e without a division
+          for (; e >= d; e -= d) ++t;
           const std::int64_t grp = (is_q ? u0 : v0) + row, n = is_q ? nq : nkv, pos = grp * g + t;
           const bool inside = x < g * d && grp < (is_q ? gq : gk) && pos < n;
           const float val = inside ? (is_q ? q.load(s.row(q, true, b, h, pos) + e) : k.load(s.row(k, false, b, hkv, pos) + e))

@@ -71,9 +71,8 @@ struct SpargePool {
         staged ? static_cast<std::uint16_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint16_t) * block * ld)) : nullptr;
     if (staged) {
       const std::uint16_t* bits = static_cast<const std::uint16_t*>(t.data);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * d), [&](std::int64_t e) {
-        const std::int64_t r = e / d, col = e % d;
-        raw[r * ld + col] = bits[s.row(t, is_q, b, h, first + r) + col];
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t col) {  // a column per thread, no division
+        for (std::int64_t r = 0; r < rows; ++r) raw[r * ld + col] = bits[s.row(t, is_q, b, h, first + r) + col];
       });
       team.team_barrier();
     }
