@@ -38,8 +38,9 @@ using Floats = Kokkos::View<float*, typename Exec::memory_space>;
 /// Step 2: the pooled mean and self-similarity (sim[bh·blocks + j]) of block j of `block` rows of head bh = b·heads + h;
 /// keys are centred by mu (null for queries). The mean goes to mean[(bh·blocks + j)·d + c], or with `transposed` to
 /// mean[(bh·d + c)·blocks + j] (the key means: the selection's threads then read consecutive blocks). `staged`: the
-/// block's 16-bit rows are first copied into team scratch (coalesced, rows padded to an odd number of 4-byte words so
-/// that a thread per row reads without bank conflicts), and the three passes read them there.
+/// block's 16-bit rows are first copied into team scratch (4-byte words, coalesced, 32-bit index arithmetic; rows
+/// padded to an odd number of words so that a thread per row reads without bank conflicts) with the key centre, and
+/// the three passes read them there.
 template <class Exec>
 struct SpargePool {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -55,8 +56,9 @@ struct SpargePool {
   /// Elements per staged row: 2·(odd number of 4-byte words) ≥ d.
   static KOKKOS_INLINE_FUNCTION std::int64_t staged_stride(std::int64_t d) { return 2 * (((d + 1) / 2) | 1); }
   static std::size_t scratch_bytes(std::int64_t block, std::int64_t d, bool staged) {
-    const std::int64_t raw = staged ? block * staged_stride(d) * 2 : 0;
-    return sizeof(float) * static_cast<std::size_t>(block + d) + static_cast<std::size_t>(raw) + 64;
+    // inv, u; staged: the rows, the centre and each row's offset
+    const std::int64_t extra = staged ? block * staged_stride(d) * 2 + d * 4 + block * 8 : 0;
+    return sizeof(float) * static_cast<std::size_t>(block + d) + static_cast<std::size_t>(extra) + 4 * 64;
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
@@ -69,21 +71,32 @@ struct SpargePool {
     float* u = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * d));
     std::uint16_t* raw =
         staged ? static_cast<std::uint16_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint16_t) * block * ld)) : nullptr;
-    if (staged) {
-      const std::uint16_t* bits = static_cast<const std::uint16_t*>(t.data);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t col) {  // a column per thread, no division
-        for (std::int64_t r = 0; r < rows; ++r) raw[r * ld + col] = bits[s.row(t, is_q, b, h, first + r) + col];
+    float* centre = staged && mu != nullptr ? static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * d)) : nullptr;
+    auto* offset = staged ? static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * block)) : nullptr;
+    if (staged) {  // each row's offset once, then a 4-byte word (two entries) per item: 32-bit index arithmetic
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](std::int64_t r) {
+        offset[r] = s.row(t, is_q, b, h, first + r) / 2;  // even (staged requires even strides)
+      });
+      if (centre != nullptr) Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) { centre[c] = mu[bh * d + c]; });
+      team.team_barrier();
+      const auto* words = static_cast<const std::uint32_t*>(t.data);
+      auto* out = reinterpret_cast<std::uint32_t*>(raw);
+      const int per_row = static_cast<int>(d / 2), ldw = static_cast<int>(ld / 2);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, static_cast<int>(rows) * per_row), [&](int x) {
+        const int r = x / per_row, w = x - r * per_row;
+        out[r * ldw + w] = words[offset[r] + w];
       });
       team.team_barrier();
     }
+    const bool bf16 = t.dtype == DType::bf16;
+    const int ldi = static_cast<int>(ld);
     const auto value = [&](std::int64_t r, std::int64_t col) {
-      float x;
       if (staged) {
-        const std::uint16_t v = raw[r * ld + col];
-        x = t.dtype == DType::bf16 ? bf16_bits_to_f32(v) : f16_bits_to_f32(v);
-      } else {
-        x = t.load(s.row(t, is_q, b, h, first + r) + col);
+        const std::uint16_t v = raw[static_cast<int>(r) * ldi + static_cast<int>(col)];
+        const float x = bf16 ? bf16_bits_to_f32(v) : f16_bits_to_f32(v);
+        return centre != nullptr ? x - centre[col] : x;
       }
+      const float x = t.load(s.row(t, is_q, b, h, first + r) + col);
       return mu != nullptr ? x - mu[bh * d + col] : x;
     };
     std::int64_t nonzero = 0;
@@ -226,7 +239,9 @@ EstimateViews<Exec> sparge_estimate_on(const Problem& p, const TensorView& q, co
                         const float* centre, float* mean, float* sim) {
     using Pool = detail::SpargePool<Exec>;
     // Staged in level-0 scratch on a GPU where the block's 16-bit rows fit (the host reads them in place).
-    const bool staged = ts > 1 && t.dtype != DType::f32 &&
+    const bool even = d % 2 == 0 && t.stride_n % 2 == 0 && t.stride_h % 2 == 0 && t.stride_b % 2 == 0 &&
+                      reinterpret_cast<std::uintptr_t>(t.data) % 4 == 0;  // rows as whole 4-byte words
+    const bool staged = ts > 1 && t.dtype != DType::f32 && even &&
                         Pool::scratch_bytes(block, d, true) <= static_cast<std::size_t>(Policy::scratch_size_max(0));
     const std::size_t bytes = Pool::scratch_bytes(block, d, staged);
     const int level = scratch_level<Exec>(bytes);
