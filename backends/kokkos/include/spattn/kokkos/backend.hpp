@@ -43,7 +43,9 @@ class KokkosBackend final : public Backend {
 /// CSR arrays of a TileMask, built there from the estimator's decisions, and the per-row outputs the method exports.
 /// attend() below reads the mask where it lies, so estimate → attend has no host round trip of the mask; download()
 /// brings the whole Estimate to the host when the caller wants it. Kernels run on the Kokkos execution space's default
-/// instance. sparse_attention() on the Kokkos backend is estimate_on_device() then attend().
+/// instance. sparse_attention() on the Kokkos backend is estimate_on_device() then attend(). It holds device memory
+/// until the last copy is destroyed, which must happen before Kokkos is finalized (spattn finalizes it at exit when
+/// it initialized it: do not keep one in a static).
 class DeviceEstimate {
  public:
   struct Data;  ///< the arrays (backends/kokkos/src/run.hpp)
