@@ -1,6 +1,6 @@
 // An estimate in the execution space's memory: the mask as the CSR arrays of a TileMask, built there from the
 // estimator's bitmap (a team per mask row: its kept tiles counted, the rows' offsets by a scan, each row's tile ids
-// stored by a team scan in ascending order), and the per-row outputs some methods export. The executor reads the
+// stored in ascending order, each thread's part after its predecessors'), and the per-row outputs some methods export. The executor reads the
 // arrays where they are (sparse_attention: no host round trip between the stages); download() gives the host
 // Estimate. Same semantics as TileMask::from_bitmap: entries past a row's reachable tiles are dropped.
 #pragma once
@@ -66,21 +66,30 @@ struct MaskRowScan {
   }
 };
 
-/// Row r's kept tile ids, ascending, at tiles[row_ptr[r] …].
+/// Row r's kept tile ids, ascending, at tiles[row_ptr[r] …]: each thread takes a contiguous part of the row, counts
+/// its kept tiles into team scratch, and stores its ids after those of the threads before it (a scan written out
+/// rather than Kokkos' team scan, whose host buffer is not sized for it inside a parallel_for).
 template <class Exec>
 struct MaskRowFill {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   MaskRowCount<Exec> rows;
   std::int32_t* tiles;
+  static std::size_t scratch_bytes(int team_size) { return sizeof(std::int64_t) * static_cast<std::size_t>(team_size) + 64; }
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t r = team.league_rank();
+    const std::int64_t r = team.league_rank(), reach = rows.reach(r);
+    const int n = team.team_size(), me = team.team_rank();
+    const std::int64_t per = (reach + n - 1) / n;
+    const std::int64_t begin = me * per < reach ? me * per : reach, end = begin + per < reach ? begin + per : reach;
+    auto* counts = static_cast<std::int64_t*>(team.team_scratch(0).get_shmem(sizeof(std::int64_t) * n));
     const std::uint8_t* row = rows.keep + r * rows.tk;
-    std::int32_t* out = tiles + rows.row_ptr[r];
-    Kokkos::parallel_scan(Kokkos::TeamThreadRange(team, rows.reach(r)), [&](std::int64_t j, std::int64_t& at, bool final) {
-      const bool kept = row[j] != 0;
-      if (final && kept) out[at] = static_cast<std::int32_t>(j);
-      at += kept ? 1 : 0;
-    });
+    std::int64_t kept = 0;
+    for (std::int64_t j = begin; j < end; ++j) kept += row[j] != 0 ? 1 : 0;
+    counts[me] = kept;
+    team.team_barrier();
+    std::int64_t at = rows.row_ptr[r];
+    for (int t = 0; t < me; ++t) at += counts[t];
+    for (std::int64_t j = begin; j < end; ++j)
+      if (row[j] != 0) tiles[at++] = static_cast<std::int32_t>(j);
   }
 };
 
@@ -117,7 +126,10 @@ void set_mask_from_bitmap(EstimateViews<Exec>& e, const DeviceShape& s,
   const int league = static_cast<int>(rows), ts = team_size<Exec>();
   Kokkos::parallel_for("spattn::kokkos::mask_count", Policy(league, ts), count);
   Kokkos::parallel_scan("spattn::kokkos::mask_scan", Kokkos::RangePolicy<Exec>(0, rows), detail::MaskRowScan{e.row_ptr.data()});
-  Kokkos::parallel_for("spattn::kokkos::mask_fill", Policy(league, ts), detail::MaskRowFill<Exec>{count, e.tiles.data()});
+  Kokkos::parallel_for("spattn::kokkos::mask_fill",
+                       Policy(league, ts).set_scratch_size(
+                           0, Kokkos::PerTeam(static_cast<int>(detail::MaskRowFill<Exec>::scratch_bytes(ts)))),
+                       detail::MaskRowFill<Exec>{count, e.tiles.data()});
 }
 
 /// The host TileMask of e (waits for the kernels that write it).
