@@ -213,7 +213,7 @@ EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& 
                                                      anchor_attn::theta_log2(c.theta), anchors.data(), keep.data(),
                                                      counts.data(), level});
   }
-  EstimateViews<Exec> out;
+  EstimateViews<Exec> out{};
   out.shape = shape;
   out.states = anchors;
   out.counts = counts;

@@ -305,7 +305,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
       }
     }
   }
-  EstimateViews<Exec> out;
+  EstimateViews<Exec> out{};
   out.shape = shape;
   set_mask_from_bitmap(out, s, keep);
   return out;

@@ -17,15 +17,19 @@
 
 namespace spattn::kokkos {
 
+/// Every View starts as an empty allocation, not default-constructed: with the Kokkos 4.6 snapshot on
+/// Kokkos::OpenMP, assigning into a default-constructed View crashed (a null allocation record decremented).
 template <class Exec>
 struct EstimateViews {
   using Mem = typename Exec::memory_space;
+  template <class T>
+  static Kokkos::View<T*, Mem> none(const char* label) { return Kokkos::View<T*, Mem>(std::string(label), 0); }
   MaskShape shape;
-  Kokkos::View<std::int64_t*, Mem> row_ptr;  ///< num_rows() + 1 offsets into tiles
-  Kokkos::View<std::int32_t*, Mem> tiles;    ///< kept key tiles, ascending per row (capacity: every reachable tile)
-  Kokkos::View<float*, Mem> states;          ///< (m, l) pairs as Estimate::anchor_state, or empty
-  Kokkos::View<float*, Mem> margins;         ///< as Estimate::margins, or empty
-  Kokkos::View<std::int64_t*, Mem> counts;   ///< (candidates, selected) per mask row, or empty
+  Kokkos::View<std::int64_t*, Mem> row_ptr = none<std::int64_t>("spattn::row_ptr");  ///< num_rows() + 1 offsets
+  Kokkos::View<std::int32_t*, Mem> tiles = none<std::int32_t>("spattn::tiles");  ///< kept tiles, ascending per row
+  Kokkos::View<float*, Mem> states = none<float>("spattn::states");  ///< (m, l) as Estimate::anchor_state, or empty
+  Kokkos::View<float*, Mem> margins = none<float>("spattn::margins");  ///< as Estimate::margins, or empty
+  Kokkos::View<std::int64_t*, Mem> counts = none<std::int64_t>("spattn::counts");  ///< (candidates, selected) per row
 };
 
 namespace detail {

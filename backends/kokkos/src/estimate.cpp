@@ -20,7 +20,7 @@ EstimateViews<Exec> estimate_on(const MethodConfig& config, const Problem& p, co
   return std::visit(
       Overload{[&](const DenseConfig& c) {
                  const TileMask dense = TileMask::dense(MaskShape::of(p, c.tile_q, c.tile_k));
-                 EstimateViews<Exec> e;
+                 EstimateViews<Exec> e{};
                  e.shape = dense.shape;
                  e.row_ptr = to_space<Exec>("spattn::row_ptr", dense.row_ptr.data(), dense.row_ptr.size());
                  e.tiles = to_space<Exec>("spattn::tiles", dense.tiles.data(), dense.tiles.size());
@@ -37,7 +37,7 @@ EstimateViews<Exec> estimate_on(const MethodConfig& config, const Problem& p, co
 /// DeviceEstimate::Data over the Views of a EstimateViews<Exec>.
 template <class Exec>
 struct Held final : DeviceEstimate::Data {
-  EstimateViews<Exec> e;
+  EstimateViews<Exec> e{};
   Estimate download() const override {
     Estimate out = kokkos::download(e);
     out.method = method;

@@ -136,7 +136,7 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& p, const TensorView& q, c
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                        detail::FgSelect<Exec>{s, c.tile_q, c.tile_k, c.top_p, c.size_weighted_tail, tq, tk,
                                               q_mean.data(), k_mean.data(), keep.data(), level});
-  EstimateViews<Exec> out;
+  EstimateViews<Exec> out{};
   out.shape = shape;
   set_mask_from_bitmap(out, s, keep);
   return out;

@@ -237,7 +237,7 @@ EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, cons
                                                 qmk.data(), q_scale.data(), k_scale.data(), q_codes.data(), k_codes.data(),
                                                 sink_local.data(), margins.data(), keep.data(), counts.data(), level});
 
-  EstimateViews<Exec> out;
+  EstimateViews<Exec> out{};
   out.shape = shape;
   out.states = sink_local;
   out.margins = margins;

@@ -265,7 +265,7 @@ EstimateViews<Exec> sparge_estimate_on(const Problem& p, const TensorView& q, co
                        detail::SpargeSelect<Exec>{s, c.block_q, c.block_k, tq, tk, c.topk, c.attention_sink,
                                                   theta.data(), tau.data(), q_mean.data(), q_sim.data(),
                                                   k_mean.data(), k_sim.data(), dense.data(), keep.data(), level});
-  EstimateViews<Exec> out;
+  EstimateViews<Exec> out{};
   out.shape = shape;
   set_mask_from_bitmap(out, s, keep);
   return out;
