@@ -1,7 +1,7 @@
 // An estimate in the execution space's memory: the mask as the CSR arrays of a TileMask, built there from the
 // estimator's bitmap (a team per mask row: its kept tiles counted, the rows' offsets by a scan, each row's tile ids
-// stored in ascending order, each thread's part after its predecessors'), and the per-row outputs some methods export. The executor reads the
-// arrays where they are (sparse_attention: no host round trip between the stages); download() gives the host
+// stored in ascending order, each thread's part after its predecessors'), and the per-row outputs some methods
+// export. The executor reads the arrays where they are (sparse_attention: no host round trip between the stages); download() gives the host
 // Estimate. Same semantics as TileMask::from_bitmap: entries past a row's reachable tiles are dropped.
 #pragma once
 

@@ -1,6 +1,6 @@
-// The estimators' entry points on the execution space of the tensors' memory: each method's estimate as a
-// DeviceEstimate (device_estimate.hpp), downloaded for estimate(), or handed to the executor where it lies for
-// sparse_attention().
+// The estimators' entry points on the execution space of the tensors' memory: each method's estimate as
+// EstimateViews (device_estimate.hpp), downloaded for estimate(), held by a DeviceEstimate, or handed to the executor
+// where it lies for sparse_attention().
 #include <variant>
 
 #include "anchor_attn.hpp"
@@ -34,7 +34,7 @@ EstimateViews<Exec> estimate_on(const MethodConfig& config, const Problem& p, co
       config);
 }
 
-/// DeviceEstimate::Data over the Views of a EstimateViews<Exec>.
+/// DeviceEstimate::Data over an EstimateViews<Exec>.
 template <class Exec>
 struct Held final : DeviceEstimate::Data {
   EstimateViews<Exec> e{};
