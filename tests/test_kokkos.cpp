@@ -192,6 +192,11 @@ void check_executor_table(bool resumed_too) {
       CHECK(r.bad_outputs == 0);
       CHECK(r.bad_lse == 0);
       CHECK(r.empty_rows == r.reference_empty_rows);
+      // The dispatch on a host space: the register-tiled kernel for Dv 64 / 128 unless the generic one is forced (the
+      // tensor-core kernel is Kokkos::Cuda's only).
+      const std::int64_t dv = c.dv == 0 ? c.d : c.dv;
+      const bool generic = std::getenv("SPATTN_KOKKOS_EXECUTOR") != nullptr || (dv != 64 && dv != 128);
+      CHECK(r.kernel == (generic ? "generic" : "tile"));
     }
   }
   CHECK(ran == (resumed_too ? 2 : 1) * static_cast<int>(conformance::executor_cases().size()));

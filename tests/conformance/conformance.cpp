@@ -209,6 +209,7 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
   if (resumed) attend(p, q, k, v, mask_first, o, first);
   const AttendStats stats = attend(p, q, k, v, mask, o, options);
   out.backend = stats.backend;
+  out.kernel = stats.kernel;
   out.empty_rows = stats.empty_rows;
   out.visited_tiles = resumed ? 0 : stats.visited_tiles;  // resumed: the second call visits only the rest of the mask
   memory.download(o, got);

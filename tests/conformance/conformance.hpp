@@ -70,6 +70,7 @@ struct ExecutorOutcome {
   std::int64_t empty_rows = 0, reference_empty_rows = 0;
   std::int64_t visited_tiles = 0, reference_visited_tiles = 0;  ///< AttendStats::visited_tiles (the last call's)
   std::string backend;  ///< which backend ran (AttendStats::backend)
+  std::string kernel;   ///< which of its kernels (AttendStats::kernel)
 };
 /// Runs the case on `backend` (through spattn::attend with options.backend) with its tensors in the adapter's
 /// memory, and on the reference executor; compares outputs (tolerance of the input dtype: P is rounded to it before

@@ -18,20 +18,21 @@
 namespace spattn::test {
 namespace {
 
-// Each case on the kernel the dispatch picks (the register-tiled one for Dv 64 / 128), then on the generic one
-// (SPATTN_KOKKOS_EXECUTOR=generic).
+// Each case on the kernel the dispatch picks (the tensor-core one for fp16 / bf16 with D = Dv = 64 or 128, else the
+// register-tiled one for Dv 64 / 128, else the generic one), then forced onto the register-tiled one
+// (SPATTN_KOKKOS_EXECUTOR=tile) and the generic one (=generic).
 TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resumed: state_out + resume)") {
   CudaMemory memory;
-  int ran = 0;
-  for (const bool generic : {false, true})
+  int ran = 0, on_mma = 0;
+  for (const char* forced : {"", "tile", "generic"})
   for (const bool resumed : {false, true})
   for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
-    const std::string case_name(c.name);
+    const std::string case_name(c.name), kernel(forced);
     CAPTURE(case_name);
     CAPTURE(resumed);
-    CAPTURE(generic);
-    if (generic) setenv("SPATTN_KOKKOS_EXECUTOR", "generic", 1);
-    else unsetenv("SPATTN_KOKKOS_EXECUTOR");
+    CAPTURE(kernel);
+    if (kernel.empty()) unsetenv("SPATTN_KOKKOS_EXECUTOR");
+    else setenv("SPATTN_KOKKOS_EXECUTOR", forced, 1);
     const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", memory, resumed);
     REQUIRE(r.not_supported.empty());
     ++ran;
@@ -40,9 +41,21 @@ TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resume
     CHECK(r.bad_outputs == 0);
     CHECK(r.bad_lse == 0);
     CHECK(r.empty_rows == r.reference_empty_rows);
+    // The dispatch (the conformance tensors are 16-byte aligned with strides of whole rows).
+    const std::int64_t dv = c.dv == 0 ? c.d : c.dv;
+    const bool mma = c.dtype != DType::f32 && c.d == dv && (c.d == 64 || c.d == 128);
+    const bool tile = dv == 64 || dv == 128;
+    const std::string expected = kernel == "generic" ? "generic"
+                                 : kernel.empty() && mma ? "mma"
+                                 : tile              ? "tile"
+                                                     : "generic";
+    CHECK(r.kernel == expected);
+    on_mma += r.kernel == "mma" ? 1 : 0;
   }
   unsetenv("SPATTN_KOKKOS_EXECUTOR");
-  CHECK(ran == 4 * static_cast<int>(conformance::executor_cases().size()));
+  MESSAGE("Kokkos CUDA executor table: " << ran << " runs, " << on_mma << " on the tensor-core kernel");
+  CHECK(ran == 6 * static_cast<int>(conformance::executor_cases().size()));
+  CHECK(on_mma > 0);
 }
 
 TEST_CASE("Kokkos CUDA: PV-skip decisions and outputs as the reference's") {

@@ -1,4 +1,6 @@
-// The tile-sparse executor on a Kokkos execution space, two kernels behind one entry point (attend_on):
+// The tile-sparse executor on a Kokkos execution space, three kernels behind one entry point (attend_on):
+// - flash_mma.hpp (FlashMma), on Kokkos::Cuda built for sm_80 or later: the common case below for fp16 / bf16 with
+//   D = Dv = 64 or 128, on tensor cores (mma.sync); 64-row teams of 128 threads.
 // - flash_tile.hpp (FlashTile), the common case: no PV-skip, no int8 mode, Dv 64 or 128. Register-tiled: 128-row
 //   teams of 256 threads, accumulators and softmax states in registers, Q/K/V slices in team scratch.
 // - FlashTeam below, everything else (PV-skip, the int8 QKᵀ mode, other Dv; and any call when
@@ -15,8 +17,9 @@
 // votes by mask_policy::pv_row_votes_skip over the scores of the tile against the running max.
 //
 // Not bit-identical to the reference (its QKᵀ and PV are Eigen GEMMs in chunks of 256 keys): outputs are compared
-// within the dtype's tolerance (DESIGN.md §5.4). Scalar fp32 on every space (Kokkos has no portable tensor-core
-// operation): on a GPU far from the hand-written WGMMA kernels (bench/e2e_bench.cpp measures both).
+// within the dtype's tolerance (DESIGN.md §5.4). FlashTile and FlashTeam are scalar fp32 on every space (Kokkos has no
+// portable tensor-core operation); FlashMma is the NVIDIA specialization (bench/e2e_bench.cpp measures all against the
+// hand-written kernels).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "attend_args.hpp"
+#include "flash_mma.hpp"
 #include "flash_tile.hpp"
 #include "int8_quant.hpp"
 #include "kernel_args.hpp"
@@ -283,12 +287,32 @@ struct FlashTeam {
 };
 
 
+/// SPATTN_KOKKOS_EXECUTOR: "generic" runs every call on FlashTeam, "tile" every call it covers on FlashTile (not the
+/// tensor-core kernel); unset or anything else, the dispatch below. The tests use it to keep each kernel covered.
+inline std::string forced_kernel() {
+  const char* env = std::getenv("SPATTN_KOKKOS_EXECUTOR");
+  return env != nullptr ? std::string(env) : std::string();
+}
+
+/// Whether the tensor-core kernel (flash_mma.hpp) runs the call: Kokkos::Cuda built for sm_80 or later, no PV-skip,
+/// no int8 mode, the tensors mma_tensors_fit, and no other kernel forced.
+template <class Exec>
+bool mma_kernel_covers(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v, bool pv_skip,
+                       bool int8) {
+#if defined(SPATTN_KOKKOS_MMA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda>)
+    return !pv_skip && !int8 && forced_kernel().empty() && mma_tensors_fit(p, q, k, v) &&
+           mma::scratch_bytes<128>() <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0));
+#endif
+  (void)p, (void)q, (void)k, (void)v, (void)pv_skip, (void)int8;
+  return false;
+}
+
 /// Whether the register-tiled kernel (flash_tile.hpp) runs the call: no PV-skip, no int8 mode, Dv 64 or 128, its scratch
 /// within Exec's level 0, and SPATTN_KOKKOS_EXECUTOR not "generic".
 template <class Exec>
 bool tile_kernel_covers(const Problem& p, bool pv_skip, bool int8) {
-  const char* env = std::getenv("SPATTN_KOKKOS_EXECUTOR");
-  if (pv_skip || int8 || (env != nullptr && std::string(env) == "generic")) return false;
+  if (pv_skip || int8 || forced_kernel() == "generic") return false;
   if (p.dim_v() != 64 && p.dim_v() != 128) return false;
   return tile_team_size<Exec>() == 1 ||
          tile::scratch_bytes(2) <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0));
@@ -357,11 +381,18 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
 
   AttendStats stats;
   stats.backend = "kokkos";
-  if (detail::tile_kernel_covers<Exec>(p, pv_skip, options.qk_int8)) {
+  if (detail::mma_kernel_covers<Exec>(p, q, k, v, pv_skip, options.qk_int8)) {
+#if defined(SPATTN_KOKKOS_MMA)
+    stats.empty_rows = detail::run_mma_kernel(a, q.dtype, p.head_dim);
+    stats.kernel = "mma";
+#endif
+  } else if (detail::tile_kernel_covers<Exec>(p, pv_skip, options.qk_int8)) {
     stats.empty_rows = p.dim_v() == 64 ? detail::run_tile_kernel<Exec, 1>(a) : detail::run_tile_kernel<Exec, 2>(a);
+    stats.kernel = "tile";
   } else {
     Team f;
     f.a = a;
+    stats.kernel = "generic";
     // PV-skip: per-head thresholds; a chunk per tile (tile_k rounded up to the register block), the reference's
     // 128-row blocks so that every vote group lies in one team.
     const auto thresholds_view = to_space<Exec>("spattn::pv_thresholds", thresholds.data(), thresholds.size());

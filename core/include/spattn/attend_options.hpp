@@ -54,6 +54,7 @@ struct AttendOptions {
 
 struct AttendStats {
   std::string backend;           ///< which backend ran
+  std::string kernel;            ///< which of its kernels ran, where the backend reports it (Kokkos: mma, tile, generic)
   std::int64_t empty_rows = 0;   ///< query rows that attended to no key (output zeros)
   std::int64_t visited_tiles = 0;  ///< (query-tile row, key tile) pairs processed, summed over query heads
   std::int64_t pv_skipped = 0;  ///< (vote group, key tile) pairs skipped by PV-skip, summed over query heads

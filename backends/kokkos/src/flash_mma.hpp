@@ -1,0 +1,283 @@
+// The executor's tensor-core kernel on Kokkos::Cuda (sm_80 and later): the common case of flash_tile.hpp (no PV-skip,
+// no int8 mode) for fp16 / bf16 Q, K, V with D = Dv = 64 or 128, where every row starts on a 16-byte boundary.
+// A Kokkos team of 128 threads (4 warps) per block of 64 query rows, each warp 16 rows:
+//   Q          staged once through team scratch into registers (the m16n8k16 A fragments of all D / 16 steps);
+//   S = Q·Kᵀ   mma.sync over a chunk of 64 kept keys, K in team scratch (ldmatrix, XOR-swizzled rows);
+//   softmax    on the accumulators: a quad of 4 lanes holds a row; the core's softmax_rescale / softmax_weight
+//              (OnlineSoftmax's steps, Exp2Fast as the hand-written kernels), the row max over the quad by shuffles;
+//   O += P·V   P rounded to the input dtype straight from the S accumulators (the C layout is the A layout), V in
+//              team scratch read transposed (ldmatrix.trans).
+// K and V have one buffer each (32 KB at D = 128: Kokkos 4.6 gives a CUDA team at most 40,936 bytes of level-0
+// scratch), filled by cp.async one step ahead of their use: K of the next chunk loads during this chunk's softmax and
+// P·V, V of the next chunk during its Q·Kᵀ. Keys come from the mask's kept-tile list (mask_policy::key_at, −1: a
+// zero row), which keys a row sees from RowBlock::row_keys (mask_policy), the empty-row rule, the final division and
+// LSE from OnlineSoftmax::finalize / finish_rows: the same rules as the other two kernels, on tensor cores.
+// The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are backends/ptx's, shared with the
+// hand-written CUDA backend; this kernel is the Kokkos backend's own (its team, its scratch, its row blocks).
+// Not bit-identical to the reference (fp32 accumulation in another order; P in the input dtype as every flash
+// kernel): outputs within the dtype's tolerance (DESIGN.md §5.4), as the other Kokkos kernels.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#if defined(KOKKOS_ENABLE_CUDA) && (defined(KOKKOS_ARCH_AMPERE) || defined(KOKKOS_ARCH_ADA89) || \
+                                    defined(KOKKOS_ARCH_HOPPER) || defined(KOKKOS_ARCH_BLACKWELL))
+#define SPATTN_KOKKOS_MMA 1
+#endif
+
+#if defined(SPATTN_KOKKOS_MMA)
+#include <cstdint>
+
+#include "attend_args.hpp"
+#include "kernel_args.hpp"
+#include "spattn/mask_policy.hpp"
+#include "spattn/online_softmax.hpp"
+#include "spattn_ptx/sm80.cuh"
+
+namespace spattn::kokkos::detail {
+
+namespace mma {
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = 32 * kWarps;
+inline constexpr int kRows = 16 * kWarps;  ///< query rows per team
+inline constexpr int kKeys = 64;           ///< keys per chunk
+/// Team scratch: K and V buffers [kKeys][D] (16-bit), two chunks' keys, 128 bytes of alignment slack.
+template <int D>
+KOKKOS_INLINE_FUNCTION constexpr std::size_t scratch_bytes() {
+  return 2u * kKeys * D * 2u + 2u * kKeys * sizeof(int) + 128u;
+}
+}  // namespace mma
+
+/// T: __half or __nv_bfloat16 (Q, K and V all of it); D = Dv.
+template <class T, int D>
+struct FlashMma {
+  using Policy = Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<mma::kThreads, 2>>;
+  using Member = typename Policy::member_type;
+
+  AttendArgs a;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
+#if defined(__CUDA_ARCH__)
+    run(team, empty_rows);
+#else
+    (void)team, (void)empty_rows;
+    Kokkos::abort("spattn: the tensor-core executor runs on a CUDA device only");
+#endif
+  }
+
+#if defined(__CUDA_ARCH__)
+  __device__ void run(const Member& team, std::int64_t& empty_rows) const {
+    using namespace ptx;
+    using namespace mma;
+    using M = MmaType<T>;
+    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+    const RowBlock blk(a, team.league_rank(), kRows, a.s.causal);
+    if (blk.rows == 0) return;
+    const int tid = team.team_rank(), warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
+
+    auto* base = static_cast<unsigned char*>(team.team_scratch(0).get_shmem(scratch_bytes<D>()));
+    base += (128u - reinterpret_cast<std::uintptr_t>(base) % 128u) % 128u;
+    T* sk = reinterpret_cast<T*>(base);
+    T* sv = sk + kKeys * D;
+    int* skeys = reinterpret_cast<int*>(sv + kKeys * D);  // [2][kKeys]: the keys of chunks c (c % 2)
+
+    // Q rows (rows past the block: zeros) through the K buffer into the A fragments.
+    const T* qg = static_cast<const T*>(a.q.data);
+    for (int c = tid; c < kRows * kPieces; c += kThreads) {
+      const int r = c / kPieces, col = (c % kPieces) * 8;
+      const bool ok = r < blk.rows;
+      cp_async16(smem_addr(sk + swz<D>(r, col)), qg + (ok ? blk.q_row(a, a.q, r) + col : 0), ok ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    team.team_barrier();
+    std::uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      ldmatrix_x4(qf[ks], smem_addr(sk + swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
+    team.team_barrier();
+
+    // The block's key list: positions [0, positions) in chunks of kKeys (int: a sequence holds < 2^31 keys).
+    const int count = static_cast<int>(blk.count), limit = static_cast<int>(blk.limit), tile_k = a.tile_k;
+    const int chunks = static_cast<int>((blk.positions + kKeys - 1) / kKeys);
+    const auto key_of = [&](int p) { return mask_policy::key_at<int>(blk.kept, count, tile_k, p, limit); };
+    const T* kg = static_cast<const T*>(a.k.data) + blk.kv_row(a, a.k, 0);
+    const T* vg = static_cast<const T*>(a.v.data) + blk.kv_row(a, a.v, 0);
+    const std::int64_t k_sn = a.k.stride_n, v_sn = a.v.stride_n;
+    // K rows of chunk c (their keys computed here, and kept in skeys for the mask and V), then V rows of chunk c.
+    const auto load_k = [&](int c) {
+      int* keys = skeys + (c % 2) * kKeys;
+      for (int x = tid; x < kKeys * kPieces; x += kThreads) {
+        const int r = x / kPieces, col = (x % kPieces) * 8, j = key_of(c * kKeys + r);
+        cp_async16(smem_addr(sk + swz<D>(r, col)), kg + (j >= 0 ? j * k_sn + col : 0), j >= 0 ? 16 : 0);
+      }
+      if (tid < kKeys) keys[tid] = key_of(c * kKeys + tid);
+    };
+    const auto load_v = [&](int c) {  // after a barrier that follows load_k(c)
+      const int* keys = skeys + (c % 2) * kKeys;
+      for (int x = tid; x < kKeys * kPieces; x += kThreads) {
+        const int r = x / kPieces, col = (x % kPieces) * 8, j = keys[r];
+        cp_async16(smem_addr(sv + swz<D>(r, col)), vg + (j >= 0 ? j * v_sn + col : 0), j >= 0 ? 16 : 0);
+      }
+    };
+
+    // Row state (rows g and g + 8 of the warp's 16): the running max, this lane's part of l, the accumulators
+    // (the quad's lanes hold column pairs 8·dt + 2·t4); AttendOptions::resume: (m, l) and l·O, l on lane t4 = 0.
+    float acc[D / 8][4];
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + g + 8 * half;
+      if (!blk.resumed(a, r)) continue;
+      const SoftmaxState st = a.resume[blk.state_row0 + r];
+      m_run[half] = st.m;
+      l_run[half] = t4 == 0 ? st.l : 0.0f;
+      const std::int64_t orow = blk.q_row(a, a.o, r);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        for (int e = 0; e < 2; ++e) acc[dt][2 * half + e] = st.l * a.o.load(orow + 8 * dt + 2 * t4 + e);
+    }
+
+    if (chunks > 0) load_k(0);
+    cp_async_commit();
+    team.team_barrier();  // skeys of chunk 0
+    if (chunks > 0) load_v(0);
+    cp_async_commit();
+
+    for (int c = 0; c < chunks; ++c) {
+      cp_async_wait<1>();  // K of chunk c (V of chunk c may still be in flight)
+      team.team_barrier();
+      float s[kKeys / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 16; ++nt) {
+          std::uint32_t bf[4];
+          ldmatrix_x4(bf, smem_addr(sk + swz<D>(nt * 16 + (lane / 16) * 8 + lane % 8, ks * 16 + ((lane / 8) % 2) * 8)));
+          M::mma(s[2 * nt], qf[ks], bf[0], bf[1]);
+          M::mma(s[2 * nt + 1], qf[ks], bf[2], bf[3]);
+        }
+      team.team_barrier();  // every warp is done with K: the next chunk's K loads during this softmax and P·V
+      if (c + 1 < chunks) load_k(c + 1);
+      cp_async_commit();
+
+      // Base-2 scores, −∞ where the row does not see the key; the online softmax step of rows g and g + 8.
+      const int* keys = skeys + (c % 2) * kKeys;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const auto row = blk.row_keys(a, warp * 16 + g + 8 * half);
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float x = row.sees(keys[nt * 8 + 2 * t4 + e]) ? s[nt][2 * half + e] * a.s.scale_log2 : -INFINITY;
+            s[nt][2 * half + e] = x;
+            mx = x > mx ? x : mx;
+          }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = mx > m_run[half] ? mx : m_run[half];
+        const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kKeys / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float w = softmax_weight(s[nt][2 * half + e], m_new, Exp2Fast{});
+            s[nt][2 * half + e] = w;
+            sum += w;
+          }
+        l_run[half] = fma_f32(l_run[half], alpha, sum);
+        m_run[half] = m_new;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
+      }
+
+      cp_async_wait<1>();  // V of chunk c (K of chunk c + 1 may still be in flight)
+      team.team_barrier();
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk) {
+        const std::uint32_t p[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                    pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                    pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          std::uint32_t bf[4];
+          ldmatrix_x4_trans(bf, smem_addr(sv + swz<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8)));
+          M::mma(acc[2 * dp], p, bf[0], bf[1]);
+          M::mma(acc[2 * dp + 1], p, bf[2], bf[3]);
+        }
+      }
+      team.team_barrier();  // every warp is done with V: the next chunk's V loads during its Q·Kᵀ
+      if (c + 1 < chunks) load_v(c + 1);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+
+    // l summed over the quad; O = acc / l (OnlineSoftmax::finalize: zeros for an empty row); the rows' final states
+    // through scratch to finish_rows (LSE, state_out, empty rows).
+    auto* states = reinterpret_cast<SoftmaxState*>(sk);  // [kRows], K's buffer (its last reader passed a barrier)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_run[half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int r = warp * 16 + g + 8 * half;
+      const SoftmaxState st{m_run[half], l};
+      if (t4 == 0) states[r] = st;
+      if (r >= blk.rows) continue;
+      const std::int64_t orow = blk.q_row(a, a.o, r);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        const float pair[2] = {acc[dt][2 * half], acc[dt][2 * half + 1]};
+        float out[2];
+        OnlineSoftmax::finalize(st, pair, 2, out);
+        a.o.store(orow + 8 * dt + 2 * t4, out[0]);
+        a.o.store(orow + 8 * dt + 2 * t4 + 1, out[1]);
+      }
+    }
+    team.team_barrier();
+    finish_rows(team, a, blk, [&](int r) { return states[r]; }, 0, nullptr, empty_rows);
+  }
+#endif
+};
+
+/// Whether the call's tensors suit the tensor-core kernel: Q, K, V all fp16 or all bf16, D = Dv = 64 or 128, every
+/// row on a 16-byte boundary (base pointers and strides).
+inline bool mma_tensors_fit(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v) {
+  if (q.dtype != k.dtype || q.dtype != v.dtype || (q.dtype != DType::f16 && q.dtype != DType::bf16)) return false;
+  if (p.head_dim != p.dim_v() || (p.head_dim != 64 && p.head_dim != 128)) return false;
+  for (const TensorView* t : {&q, &k, &v})
+    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0 || t->stride_b % 8 != 0 || t->stride_h % 8 != 0 ||
+        t->stride_n % 8 != 0)
+      return false;
+  return true;
+}
+
+/// Runs the tensor-core kernel; returns the empty rows.
+template <class T, int D>
+std::int64_t run_mma_kernel(AttendArgs a) {
+  using Kernel = FlashMma<T, D>;
+  Kernel f{a};
+  f.a.blocks_per_tile = (a.tile_q + mma::kRows - 1) / mma::kRows;
+  const std::int64_t league = a.s.batch * a.s.heads_q * a.q_tiles * f.a.blocks_per_tile;
+  typename Kernel::Policy policy(static_cast<int>(league), mma::kThreads);
+  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(mma::scratch_bytes<D>())));
+  std::int64_t empty = 0;
+  Kokkos::parallel_reduce("spattn::kokkos::attend_mma", policy, f, empty);
+  return empty;
+}
+
+/// run_mma_kernel for the call's dtype and head dimension (mma_tensors_fit holds).
+inline std::int64_t run_mma_kernel(const AttendArgs& a, DType dtype, std::int64_t d) {
+  if (dtype == DType::f16) return d == 64 ? run_mma_kernel<__half, 64>(a) : run_mma_kernel<__half, 128>(a);
+  return d == 64 ? run_mma_kernel<__nv_bfloat16, 64>(a) : run_mma_kernel<__nv_bfloat16, 128>(a);
+}
+
+}  // namespace spattn::kokkos::detail
+#endif  // SPATTN_KOKKOS_MMA
