@@ -8,10 +8,12 @@
 //   O += P·V   P rounded to the input dtype straight from the S accumulators (the C layout is the A layout), V in
 //              team scratch read transposed (ldmatrix.trans).
 // K and V have one buffer each (32 KB at D = 128: Kokkos 4.6 gives a CUDA team at most 40,936 bytes of level-0
-// scratch), filled by cp.async one step ahead of their use: K of the next chunk loads during this chunk's softmax and
-// P·V, V of the next chunk during its Q·Kᵀ. Keys come from the mask's kept-tile list (mask_policy::key_at, −1: a
-// zero row), which keys a row sees from RowBlock::row_keys (mask_policy), the empty-row rule, the final division and
-// LSE from OnlineSoftmax::finalize / finish_rows: the same rules as the other two kernels, on tensor cores.
+// scratch), filled by cp.async half a step ahead of their use, two team barriers a chunk: V of a chunk loads during
+// its Q·Kᵀ and softmax, K of the next chunk during this chunk's P·V; Q loads beside the first chunk's K. The keys of a
+// chunk come from the mask's kept-tile list (mask_policy::key_at, −1: a zero row), found once a chunk ahead; which keys
+// a row sees from RowBlock::row_keys (mask_policy; a chunk the warp's first row sees wholly skips the per-key test),
+// the empty-row rule, the final division and LSE from OnlineSoftmax::finalize / finish_rows: the same rules as the
+// other two kernels, on tensor cores. 204 (D = 64) and 255 (D = 128) registers a thread, no spills: two teams an SM.
 // The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are backends/ptx's, shared with the
 // hand-written CUDA backend; this kernel is the Kokkos backend's own (its team, its scratch, its row blocks).
 // Not bit-identical to the reference (fp32 accumulation in another order; P in the input dtype as every flash
@@ -81,43 +83,47 @@ struct FlashMma {
     T* sv = sk + kKeys * D;
     int* skeys = reinterpret_cast<int*>(sv + kKeys * D);  // [2][kKeys]: the keys of chunks c (c % 2)
 
-    // Q rows (rows past the block: zeros) through the K buffer into the A fragments.
+    // Q rows (rows past the block: zeros) through V's buffer into the A fragments, loading while the keys of the first
+    // chunk are found and its K rows load (the loop's first barrier orders the fragment reads before V's first load).
     const T* qg = static_cast<const T*>(a.q.data);
     for (int c = tid; c < kRows * kPieces; c += kThreads) {
       const int r = c / kPieces, col = (c % kPieces) * 8;
       const bool ok = r < blk.rows;
-      cp_async16(smem_addr(sk + swz<D>(r, col)), qg + (ok ? blk.q_row(a, a.q, r) + col : 0), ok ? 16 : 0);
+      cp_async16(smem_addr(sv + swz<D>(r, col)), qg + (ok ? blk.q_row(a, a.q, r) + col : 0), ok ? 16 : 0);
     }
     cp_async_commit();
-    cp_async_wait<0>();
-    team.team_barrier();
-    std::uint32_t qf[D / 16][4];
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      ldmatrix_x4(qf[ks], smem_addr(sk + swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
-    team.team_barrier();
+    // The fragments' 32-bit shared addresses, swz<D> spelled out: a lane's ldmatrix rows are ≡ lane (mod 8), so its
+    // 16-byte piece p of a row lies at piece p ^ (lane % 8). K: rows 16·nt + lane % 8 + 8·(lane / 16), pieces
+    // 2·ks + (lane / 8) % 2; V (transposed): rows 16·kk + lane % 8 + 8·((lane / 8) % 2), pieces 2·dp + lane / 16.
+    constexpr std::uint32_t kRowBytes = 2u * D;
+    const std::uint32_t l7 = lane % 8;
+    const std::uint32_t k_lane = smem_addr(sk) + (l7 + 8u * (lane / 16)) * kRowBytes, k_x = ((lane / 8) % 2) ^ l7;
+    const std::uint32_t v_lane = smem_addr(sv) + (l7 + 8u * ((lane / 8) % 2)) * kRowBytes, v_x = (lane / 16) ^ l7;
+    const auto k_frag = [&](int nt, int ks) { return k_lane + 16u * kRowBytes * nt + (((2u * ks) ^ k_x) << 4); };
+    const auto v_frag = [&](int kk, int dp) { return v_lane + 16u * kRowBytes * kk + (((2u * dp) ^ v_x) << 4); };
 
     // The block's key list: positions [0, positions) in chunks of kKeys (int: a sequence holds < 2^31 keys).
     const int count = static_cast<int>(blk.count), limit = static_cast<int>(blk.limit), tile_k = a.tile_k;
     const int chunks = static_cast<int>((blk.positions + kKeys - 1) / kKeys);
-    const auto key_of = [&](int p) { return mask_policy::key_at<int>(blk.kept, count, tile_k, p, limit); };
     const T* kg = static_cast<const T*>(a.k.data) + blk.kv_row(a, a.k, 0);
     const T* vg = static_cast<const T*>(a.v.data) + blk.kv_row(a, a.v, 0);
     const std::int64_t k_sn = a.k.stride_n, v_sn = a.v.stride_n;
-    // K rows of chunk c (their keys computed here, and kept in skeys for the mask and V), then V rows of chunk c.
-    const auto load_k = [&](int c) {
-      int* keys = skeys + (c % 2) * kKeys;
-      for (int x = tid; x < kKeys * kPieces; x += kThreads) {
-        const int r = x / kPieces, col = (x % kPieces) * 8, j = key_of(c * kKeys + r);
-        cp_async16(smem_addr(sk + swz<D>(r, col)), kg + (j >= 0 ? j * k_sn + col : 0), j >= 0 ? 16 : 0);
-      }
-      if (tid < kKeys) keys[tid] = key_of(c * kKeys + tid);
+    // skeys[c % 2] ← the keys of chunk c (threads < kKeys; mask_policy::key_at, −1: none).
+    const auto find_keys = [&](int c) {
+      if (tid < kKeys) skeys[(c % 2) * kKeys + tid] = mask_policy::key_at<int>(blk.kept, count, tile_k, c * kKeys + tid, limit);
     };
-    const auto load_v = [&](int c) {  // after a barrier that follows load_k(c)
+    // The rows of chunk c (keys in skeys, after a barrier) into a buffer: a thread copies 16-byte piece
+    // tid % kPieces of rows tid / kPieces + kPass·i; kPass is a multiple of 8, so its swizzled piece is the same in each.
+    constexpr int kPass = kThreads / kPieces;
+    const int my_row = tid / kPieces, my_piece = tid % kPieces;
+    const std::uint32_t my_dst = (my_row * kPieces + (my_piece ^ (my_row % 8))) * 16u;
+    const auto load_rows = [&](T* buffer, const T* src, std::int64_t sn, int c) {
       const int* keys = skeys + (c % 2) * kKeys;
-      for (int x = tid; x < kKeys * kPieces; x += kThreads) {
-        const int r = x / kPieces, col = (x % kPieces) * 8, j = keys[r];
-        cp_async16(smem_addr(sv + swz<D>(r, col)), vg + (j >= 0 ? j * v_sn + col : 0), j >= 0 ? 16 : 0);
+      const std::uint32_t dst = smem_addr(buffer) + my_dst;
+#pragma unroll
+      for (int i = 0; i < kKeys / kPass; ++i) {
+        const int j = keys[my_row + kPass * i];
+        cp_async16(dst + i * kPass * kRowBytes, src + (j >= 0 ? j * sn + 8 * my_piece : 0), j >= 0 ? 16 : 0);
       }
     };
 
@@ -140,15 +146,33 @@ struct FlashMma {
         for (int e = 0; e < 2; ++e) acc[dt][2 * half + e] = st.l * a.o.load(orow + 8 * dt + 2 * t4 + e);
     }
 
-    if (chunks > 0) load_k(0);
-    cp_async_commit();
-    team.team_barrier();  // skeys of chunk 0
-    if (chunks > 0) load_v(0);
-    cp_async_commit();
+    // The rows' key ends (which keys rows g and g + 8 see) and the warp's smallest (its first row's: row ends do not
+    // decrease down a block), so that a chunk every row of the warp sees wholly skips the per-key test.
+    const auto row_end = [&](int r) { return static_cast<int>(blk.row_keys(a, r).end); };
+    mask_policy::RowKeys<int> rows_see[2];
+    rows_see[0].end = row_end(warp * 16 + g);
+    rows_see[1].end = row_end(warp * 16 + g + 8);
+    const int warp_end = row_end(warp * 16);
 
+    // Per chunk c: barrier 1 (K of c loaded; V of c − 1 and the keys of c − 1 no longer read), V of c loads, the keys
+    // of c + 1 are found, Q·Kᵀ and the softmax step; barrier 2 (V of c loaded; K of c no longer read), K of c + 1
+    // loads, P·V.
+    find_keys(0);
+    team.team_barrier();
+    if (chunks > 0) load_rows(sk, kg, k_sn, 0);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
+    team.team_barrier();
+    std::uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      ldmatrix_x4(qf[ks], smem_addr(sv + swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
     for (int c = 0; c < chunks; ++c) {
-      cp_async_wait<1>();  // K of chunk c (V of chunk c may still be in flight)
+      cp_async_wait<0>();
       team.team_barrier();
+      load_rows(sv, vg, v_sn, c);
+      cp_async_commit();
+      if (c + 1 < chunks) find_keys(c + 1);
       float s[kKeys / 8][4];
 #pragma unroll
       for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
@@ -157,25 +181,26 @@ struct FlashMma {
 #pragma unroll
         for (int nt = 0; nt < kKeys / 16; ++nt) {
           std::uint32_t bf[4];
-          ldmatrix_x4(bf, smem_addr(sk + swz<D>(nt * 16 + (lane / 16) * 8 + lane % 8, ks * 16 + ((lane / 8) % 2) * 8)));
+          ldmatrix_x4(bf, k_frag(nt, ks));
           M::mma(s[2 * nt], qf[ks], bf[0], bf[1]);
           M::mma(s[2 * nt + 1], qf[ks], bf[2], bf[3]);
         }
-      team.team_barrier();  // every warp is done with K: the next chunk's K loads during this softmax and P·V
-      if (c + 1 < chunks) load_k(c + 1);
-      cp_async_commit();
 
-      // Base-2 scores, −∞ where the row does not see the key; the online softmax step of rows g and g + 8.
+      // Base-2 scores, −∞ where the row does not see the key; the online softmax step of rows g and g + 8. Keys
+      // ascend along the list, −1 (none) only at its end: a chunk whose last key is one the warp's first row sees is
+      // seen wholly by every row of the warp.
       const int* keys = skeys + (c % 2) * kKeys;
+      const int last = keys[kKeys - 1];
+      const bool whole = last >= 0 && last < warp_end;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const auto row = blk.row_keys(a, warp * 16 + g + 8 * half);
         float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < kKeys / 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float x = row.sees(keys[nt * 8 + 2 * t4 + e]) ? s[nt][2 * half + e] * a.s.scale_log2 : -INFINITY;
+            float x = s[nt][2 * half + e] * a.s.scale_log2;
+            if (!whole && !rows_see[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
             s[nt][2 * half + e] = x;
             mx = x > mx ? x : mx;
           }
@@ -198,8 +223,10 @@ struct FlashMma {
         for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
       }
 
-      cp_async_wait<1>();  // V of chunk c (K of chunk c + 1 may still be in flight)
+      cp_async_wait<0>();
       team.team_barrier();
+      if (c + 1 < chunks) load_rows(sk, kg, k_sn, c + 1);
+      cp_async_commit();
 #pragma unroll
       for (int kk = 0; kk < kKeys / 16; ++kk) {
         const std::uint32_t p[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
@@ -208,16 +235,14 @@ struct FlashMma {
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           std::uint32_t bf[4];
-          ldmatrix_x4_trans(bf, smem_addr(sv + swz<D>(kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8)));
+          ldmatrix_x4_trans(bf, v_frag(kk, dp));
           M::mma(acc[2 * dp], p, bf[0], bf[1]);
           M::mma(acc[2 * dp + 1], p, bf[2], bf[3]);
         }
       }
-      team.team_barrier();  // every warp is done with V: the next chunk's V loads during its Q·Kᵀ
-      if (c + 1 < chunks) load_v(c + 1);
-      cp_async_commit();
     }
-    cp_async_wait<0>();
+    cp_async_wait<0>();   // (nothing is in flight: the last chunk loaded no K)
+    team.team_barrier();  // every warp is done with V and K (the states below reuse K's buffer)
 
     // l summed over the quad; O = acc / l (OnlineSoftmax::finalize: zeros for an empty row); the rows' final states
     // through scratch to finish_rows (LSE, state_out, empty rows).
