@@ -13,6 +13,7 @@
 #include "../conformance/conformance.hpp"
 #include "../conformance/pipeline_table.hpp"
 #include "../executor_options.hpp"
+#include "../kokkos_bfla.hpp"
 #include "cuda_memory.hpp"
 
 namespace spattn::test {
@@ -90,6 +91,16 @@ TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decis
   }
   MESSAGE("Kokkos CUDA: " << ran << " estimator cases");
   CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
+}
+
+// BFLA's group scores on the tensor cores (bfla_mma.hpp, every BFLA case of the table is fp16 / bf16), then on the
+// portable kernel (SPATTN_KOKKOS_MMA=0): within the rounding bound of the reference's, the mask exact given them.
+TEST_CASE("Kokkos CUDA: BFLA group scores (tensor cores, then portable) within their rounding bound, every rule after them exact") {
+  CudaMemory memory;
+  check_bfla_scores(memory, 4.0);
+  setenv("SPATTN_KOKKOS_MMA", "0", 1);
+  check_bfla_scores(memory, 2.5);
+  unsetenv("SPATTN_KOKKOS_MMA");
 }
 
 TEST_CASE("Kokkos CUDA: sparse_attention as one pipeline (mask built and read in device memory) over the estimator table") {

@@ -1,7 +1,8 @@
 // BFLA's Stage 1 (research/bfla.md; the rules in spattn/methods/bfla.hpp) as Kokkos kernels:
 //   1. flattened-group scores S[u][v] = Σ_t q_{ug+t}·k_{vg+t} of the causal block pairs as a tiled product, a team per
 //      (batch, query head, 64 × 64 group pairs), fma chains over t then e (a fixed order, the same on every space, not
-//      the reference's Eigen GEMM: scores agree within rounding, so a decision at a threshold may differ);
+//      the reference's Eigen GEMM: scores agree within rounding, so a decision at a threshold may differ); on
+//      Kokkos::Cuda (sm_80+) with fp16 / bf16 inputs the tensor-core GEMM of bfla_mma.hpp instead;
 //   2. a team per (batch, KV head, query block): block maxima, the mass rule (TopCdf with the crossing included, its
 //      order by team_sort.hpp), the code's optional threshold and top-k rules, the union over the KV head's query heads, sink,
 //      band, causal limit and the coarse-grid rescues;
@@ -11,8 +12,10 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <type_traits>
 #include <vector>
 
+#include "bfla_mma.hpp"
 #include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "team_sort.hpp"
@@ -265,7 +268,27 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
 
   Kokkos::View<float*, typename Exec::memory_space> scores(std::string("spattn::bfla_scores"),
                                                             static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
-  {
+  bool scored = false;  // by the tensor-core kernel (bfla_mma.hpp)
+#if defined(SPATTN_KOKKOS_MMA)
+  if constexpr (std::is_same_v<Exec, Kokkos::Cuda>) {
+    if (detail::bfla_mma_fits(p, q, k)) {
+      const auto run = [&](auto tag) {
+        using Kernel = detail::BflaScoresMma<decltype(tag), detail::BflaGroupScores<Exec>>;
+        const std::int64_t tiles_u = (geo.gq + Kernel::kTile - 1) / Kernel::kTile;
+        const std::int64_t tiles_v = (geo.gk + Kernel::kTile - 1) / Kernel::kTile;
+        Kernel f{{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, tiles_u, tiles_v, scores.data(), 0}};
+        Kokkos::parallel_for("spattn::kokkos::bfla_group_scores_mma",
+                             typename Kernel::Policy(idx(p.batch * p.heads_q * tiles_u * tiles_v), Kernel::kThreads)
+                                 .set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(Kernel::scratch_bytes()))),
+                             f);
+      };
+      if (q.dtype == DType::f16) run(__half{});
+      else run(__nv_bfloat16{});
+      scored = true;
+    }
+  }
+#endif
+  if (!scored) {
     using Scores = detail::BflaGroupScores<Exec>;
     const std::int64_t tiles_u = (geo.gq + detail::kGroupTile - 1) / detail::kGroupTile;
     const std::int64_t tiles_v = (geo.gk + detail::kGroupTile - 1) / detail::kGroupTile;

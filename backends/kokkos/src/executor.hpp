@@ -295,13 +295,13 @@ inline std::string forced_kernel() {
 }
 
 /// Whether the tensor-core kernel (flash_mma.hpp) runs the call: Kokkos::Cuda built for sm_80 or later, no PV-skip,
-/// no int8 mode, the tensors mma_tensors_fit, and no other kernel forced.
+/// no int8 mode, the tensors mma_tensors_fit, no other kernel forced, mma_allowed().
 template <class Exec>
 bool mma_kernel_covers(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v, bool pv_skip,
                        bool int8) {
 #if defined(SPATTN_KOKKOS_MMA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda>)
-    return !pv_skip && !int8 && forced_kernel().empty() && mma_tensors_fit(p, q, k, v) &&
+    return !pv_skip && !int8 && forced_kernel().empty() && mma_allowed() && mma_tensors_fit(p, q, k, v) &&
            mma::scratch_bytes<128>() <= static_cast<std::size_t>(Kokkos::TeamPolicy<Exec>::scratch_size_max(0));
 #endif
   (void)p, (void)q, (void)k, (void)v, (void)pv_skip, (void)int8;

@@ -22,10 +22,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#if defined(KOKKOS_ENABLE_CUDA) && (defined(KOKKOS_ARCH_AMPERE) || defined(KOKKOS_ARCH_ADA89) || \
-                                    defined(KOKKOS_ARCH_HOPPER) || defined(KOKKOS_ARCH_BLACKWELL))
-#define SPATTN_KOKKOS_MMA 1
-#endif
+#include "nvidia_mma.hpp"
 
 #if defined(SPATTN_KOKKOS_MMA)
 #include <cstdint>
@@ -34,7 +31,6 @@
 #include "kernel_args.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/online_softmax.hpp"
-#include "spattn_ptx/sm80.cuh"
 
 namespace spattn::kokkos::detail {
 
@@ -272,16 +268,9 @@ struct FlashMma {
 #endif
 };
 
-/// Whether the call's tensors suit the tensor-core kernel: Q, K, V all fp16 or all bf16, D = Dv = 64 or 128, every
-/// row on a 16-byte boundary (base pointers and strides).
+/// Whether the call's tensors suit the tensor-core kernel: D = Dv = 64 or 128, Q, K, V mma_rows_fit.
 inline bool mma_tensors_fit(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v) {
-  if (q.dtype != k.dtype || q.dtype != v.dtype || (q.dtype != DType::f16 && q.dtype != DType::bf16)) return false;
-  if (p.head_dim != p.dim_v() || (p.head_dim != 64 && p.head_dim != 128)) return false;
-  for (const TensorView* t : {&q, &k, &v})
-    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0 || t->stride_b % 8 != 0 || t->stride_h % 8 != 0 ||
-        t->stride_n % 8 != 0)
-      return false;
-  return true;
+  return p.head_dim == p.dim_v() && (p.head_dim == 64 || p.head_dim == 128) && mma_rows_fit({&q, &k, &v});
 }
 
 /// Runs the tensor-core kernel; returns the empty rows.
