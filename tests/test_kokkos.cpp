@@ -124,6 +124,38 @@ TEST_CASE("kokkos: estimate_on_device, then attend over the mask where it lies, 
   }
 }
 
+TEST_CASE("kokkos: upload a mask once, attend over it twice, as attend() over the host mask") {
+  SmallCall c;  // causal, GQA 2:1
+  std::mt19937_64& gen = rng();  // this run's seed (tests/common.hpp: printed, SPATTN_TEST_SEED)
+  const MaskShape shape = MaskShape::of(c.p, 32, 16);
+  std::vector<std::uint8_t> bits(static_cast<std::size_t>(shape.num_rows() * shape.num_k_tiles()));
+  for (auto& x : bits) x = gen() % 3 == 0 ? 1 : 0;
+  const TileMask mask = TileMask::from_bitmap(shape, bits);
+  const kokkos::DeviceEstimate device = kokkos::upload(mask, Memory::host);
+  CHECK(device.shape() == shape);
+  CHECK(device.memory() == Memory::host);
+  const Estimate back = device.download();
+  CHECK(back.method == "uploaded");
+  CHECK(back.mask.row_ptr == mask.row_ptr);
+  CHECK(back.mask.tiles == mask.tiles);
+  AttendOptions by_name;
+  by_name.backend = "kokkos";
+  HostTensor want(DType::f32, 1, 2, c.p.seqlen_q, 64), got = want;
+  const AttendStats want_stats = attend(c.p, c.q.view(), c.k.view(), c.v.view(), mask, want.view(), by_name);
+  for (int call = 0; call < 2; ++call) {
+    std::memset(got.data(), 0xff, got.size_bytes());  // NaN: a row the executor skips fails
+    const AttendStats stats = kokkos::attend(c.p, c.q.view(), c.k.view(), c.v.view(), device, got.view());
+    CHECK(stats.visited_tiles == want_stats.visited_tiles);
+    CHECK(stats.empty_rows == want_stats.empty_rows);
+    CHECK(std::memcmp(got.data(), want.data(), got.size_bytes()) == 0);  // the same kernel over the same mask
+  }
+  TileMask broken = mask;
+  broken.row_ptr.back() += 1;
+  CHECK_THROWS_AS(kokkos::upload(broken, Memory::host), Error);
+  if (kokkos::execution_spaces().find("HIP") == std::string::npos)
+    CHECK_THROWS_WITH_AS(kokkos::upload(mask, Memory::hip), doctest::Contains("no execution space"), Error);
+}
+
 TEST_CASE("kokkos: estimate_on_device and its attend refuse what they cannot do, in words") {
   SmallCall c;
   fg_attn::Config fg;

@@ -199,6 +199,14 @@ DeviceEstimate estimate_on_device(const MethodConfig& config, const Problem& p, 
   return DeviceEstimate(run_estimate_on_device(config, p, q, k));
 }
 
+DeviceEstimate upload(const TileMask& mask, Memory memory) {
+  mask.validate();
+  require(serves(memory), "kokkos: this build has no execution space for ", to_string(memory), " memory (",
+          execution_spaces(), ")");
+  const auto lock = kokkos_ready();
+  return DeviceEstimate(upload_mask(mask, memory));
+}
+
 AttendStats attend(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v,
                    const DeviceEstimate& estimate, const TensorView& o, const AttendOptions& options) {
   p.validate(q, k, v, o);

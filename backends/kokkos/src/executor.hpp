@@ -424,7 +424,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   Kokkos::parallel_reduce("spattn::kokkos::visited_tiles", Kokkos::RangePolicy<Exec>(0, mask.num_rows()),
                           detail::VisitedTiles{a.s, a.mask_heads, a.q_tiles, a.tile_q, row_ptr}, stats.visited_tiles);
   Exec().fence();
-  Kokkos::deep_copy(stats.pv_skipped, pv_skipped);
+  if (pv_skip) Kokkos::deep_copy(stats.pv_skipped, pv_skipped);
   return stats;
 }
 

@@ -13,7 +13,8 @@
 // chunk come from the mask's kept-tile list (mask_policy::key_at, −1: a zero row), found once a chunk ahead; which keys
 // a row sees from RowBlock::row_keys (mask_policy; a chunk the warp's first row sees wholly skips the per-key test),
 // the empty-row rule, the final division and LSE from OnlineSoftmax::finalize / finish_rows: the same rules as the
-// other two kernels, on tensor cores. 204 (D = 64) and 255 (D = 128) registers a thread, no spills: two teams an SM.
+// other two kernels, on tensor cores. 197 (D = 64) and 254 (D = 128) registers a thread, no spills: two teams an SM
+// (three, capped at 168 registers, spill at D = 128 and measured within 3 % either way).
 // The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are backends/ptx's, shared with the
 // hand-written CUDA backend; this kernel is the Kokkos backend's own (its team, its scratch, its row blocks).
 // Not bit-identical to the reference (fp32 accumulation in another order; P in the input dtype as every flash
@@ -45,6 +46,23 @@ KOKKOS_INLINE_FUNCTION constexpr std::size_t scratch_bytes() {
   return 2u * kKeys * D * 2u + 2u * kKeys * sizeof(int) + 128u;
 }
 }  // namespace mma
+
+#if defined(__CUDA_ARCH__)
+/// O elements i and i + 1, rounded (RNE) to O's dtype: one 4-byte (16-bit O) or 8-byte (fp32 O) store where aligned.
+__device__ inline void store_pair(const DeviceTensor& o, std::int64_t i, float x0, float x1) {
+  if (o.dtype == DType::f32) {
+    float* p = static_cast<float*>(o.data) + i;
+    if (reinterpret_cast<std::uintptr_t>(p) % 8 == 0) *reinterpret_cast<float2*>(p) = make_float2(x0, x1);
+    else p[0] = x0, p[1] = x1;
+    return;
+  }
+  std::uint16_t* p = static_cast<std::uint16_t*>(o.data) + i;
+  const std::uint16_t b0 = o.dtype == DType::bf16 ? f32_to_bf16_bits(x0) : f32_to_f16_bits(x0);
+  const std::uint16_t b1 = o.dtype == DType::bf16 ? f32_to_bf16_bits(x1) : f32_to_f16_bits(x1);
+  if (reinterpret_cast<std::uintptr_t>(p) % 4 == 0) *reinterpret_cast<std::uint32_t*>(p) = b0 | (std::uint32_t{b1} << 16);
+  else p[0] = b0, p[1] = b1;
+}
+#endif
 
 /// T: __half or __nv_bfloat16 (Q, K and V all of it); D = Dv.
 template <class T, int D>
@@ -215,8 +233,9 @@ struct FlashMma {
           }
         l_run[half] = fma_f32(l_run[half], alpha, sum);
         m_run[half] = m_new;
+        if (alpha != 1.0f)  // the running max moved (a multiply by 1 changes nothing: skipped)
 #pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
+          for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
       }
 
       cp_async_wait<0>();
@@ -258,8 +277,7 @@ struct FlashMma {
         const float pair[2] = {acc[dt][2 * half], acc[dt][2 * half + 1]};
         float out[2];
         OnlineSoftmax::finalize(st, pair, 2, out);
-        a.o.store(orow + 8 * dt + 2 * t4, out[0]);
-        a.o.store(orow + 8 * dt + 2 * t4 + 1, out[1]);
+        store_pair(a.o, orow + 8 * dt + 2 * t4, out[0], out[1]);
       }
     }
     team.team_barrier();

@@ -44,6 +44,8 @@ struct DeviceEstimate::Data {
   virtual Estimate download() const = 0;
 };
 
+/// A host mask copied as it is into `memory` (kokkos::upload).
+std::shared_ptr<const DeviceEstimate::Data> upload_mask(const TileMask& mask, Memory memory);
 /// The method's estimate with its mask in the tensors' memory (FG-Attn: before its union semantics).
 std::shared_ptr<const DeviceEstimate::Data> run_estimate_on_device(const MethodConfig& config, const Problem& problem,
                                                                   const TensorView& q, const TensorView& k);

@@ -65,6 +65,10 @@ class DeviceEstimate {
 /// cover the call. FG-Attn's union semantics are refused: their planner runs on the host (use spattn::estimate).
 DeviceEstimate estimate_on_device(const MethodConfig& config, const Problem& problem, const TensorView& q,
                                   const TensorView& k);
+/// A mask made elsewhere (a host TileMask, checked: TileMask::validate), copied once into `memory` (CUDA memory on a
+/// CUDA Kokkos; host memory on any) as a DeviceEstimate that attend() below reads as often as wanted, like
+/// cuda::DeviceTileMask for the hand-written backend. download() gives the mask back (method "uploaded").
+DeviceEstimate upload(const TileMask& mask, Memory memory);
 /// The executor over a DeviceEstimate's mask (tensors in the memory it was estimated in; the method's executor
 /// options are the caller's: attend_options_of(config, options)). Validates like spattn::attend().
 AttendStats attend(const Problem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
