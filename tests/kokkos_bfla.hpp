@@ -12,16 +12,15 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "bfla_bound.hpp"
 #include "common.hpp"
 #include "conformance/conformance.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/bfla.hpp"
-#include "spattn/tensor_rows.hpp"
 
 namespace spattn::test {
 
@@ -38,36 +37,12 @@ inline void check_bfla_scores(conformance::MemoryAdapter& memory, double c_bound
     const TileMask got = kokkos::bfla_estimate_with_scores(p, memory.upload(in.q), memory.upload(in.k), *cfg, scores);
     REQUIRE(scores.size() == static_cast<std::size_t>(p.batch * p.heads_q));
 
-    const std::int64_t g = cfg->group, d = p.head_dim, per_block = cfg->block / g;
-    std::int64_t compared = 0, outside = 0;
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g;
-      for (std::int64_t h = 0; h < p.heads_q; ++h) {
-        const std::vector<float>& s = scores[static_cast<std::size_t>(b * p.heads_q + h)];
-        const std::vector<float> ref = reference::bfla_group_scores(p, in.q.view(), in.k.view(), *cfg, b, h);
-        REQUIRE(s.size() == ref.size());
-        std::vector<float> qr(static_cast<std::size_t>(nq * d)), kr(static_cast<std::size_t>(nkv * d));
-        for (std::int64_t i = 0; i < nq; ++i)
-          load_row(in.q.view(), row_offset(in.q.view(), p, true, b, h, i), d, qr.data() + i * d);
-        for (std::int64_t i = 0; i < nkv; ++i)
-          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), i), d, kr.data() + i * d);
-        for (std::int64_t u = 0; u < gq; ++u)
-          for (std::int64_t v = 0; v < gk; ++v) {
-            if (v / per_block >= bfla::causal_blocks(u / per_block, nq, nkv, cfg->block, p.causal)) continue;
-            double magnitude = 0.0;
-            for (std::int64_t t = 0; t < g && u * g + t < nq && v * g + t < nkv; ++t)
-              for (std::int64_t e = 0; e < d; ++e)
-                magnitude += std::fabs(double(qr[static_cast<std::size_t>((u * g + t) * d + e)]) *
-                                       double(kr[static_cast<std::size_t>((v * g + t) * d + e)]));
-            const double bound = c_bound * double(g * d) * std::ldexp(1.0, -24) * magnitude;
-            const auto at = static_cast<std::size_t>(u * gk + v);
-            ++compared;
-            if (!(std::fabs(double(s[at]) - double(ref[at])) <= bound)) ++outside;
-          }
-      }
-    }
-    CHECK(compared > 0);
-    CHECK(outside == 0);
+    const ScoreBound r = bfla_scores_within_bound(p, in.q.view(), in.k.view(), *cfg, c_bound,
+                                                  [&](std::int64_t b, std::int64_t h) -> const std::vector<float>& {
+                                                    return scores[static_cast<std::size_t>(b * p.heads_q + h)];
+                                                  });
+    CHECK(r.compared > 0);
+    CHECK(r.outside == 0);
 
     const TileMask want = reference::bfla_mask_from_scores(p, *cfg, false, [&](std::int64_t b, std::int64_t h, float* out) {
       const std::vector<float>& s = scores[static_cast<std::size_t>(b * p.heads_q + h)];

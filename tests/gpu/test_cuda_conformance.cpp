@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../bfla_bound.hpp"
 #include "../common.hpp"
 #include "../executor_options.hpp"
 #include "cuda_memory.hpp"
@@ -260,40 +261,12 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
     const TileMask got = run_poisoned(*est, q, k, mask);
 
     // (a) the scores the mask depends on, against the reference's within the bound.
-    const std::int64_t g = cfg->group, d = p.head_dim, per_block = cfg->block / g;
     std::vector<std::vector<float>> dev(static_cast<std::size_t>(p.batch * p.heads_q));
-    std::int64_t compared = 0, outside = 0;
-    double worst = 0.0;  // largest |ΔS| / bound
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b), gq = (nq + g - 1) / g, gk = (nkv + g - 1) / g;
-      for (std::int64_t h = 0; h < p.heads_q; ++h) {
-        std::vector<float>& s = dev[static_cast<std::size_t>(b * p.heads_q + h)];
-        s = est->group_scores(b, h, nullptr);
-        const std::vector<float> ref = reference::bfla_group_scores(p, in.q.view(), in.k.view(), *cfg, b, h);
-        REQUIRE(s.size() == ref.size());
-        REQUIRE(static_cast<std::int64_t>(s.size()) == gq * gk);
-        std::vector<float> qr(static_cast<std::size_t>(nq * d)), kr(static_cast<std::size_t>(nkv * d));
-        for (std::int64_t i = 0; i < nq; ++i)
-          load_row(in.q.view(), row_offset(in.q.view(), p, true, b, h, i), d, qr.data() + i * d);
-        for (std::int64_t i = 0; i < nkv; ++i)
-          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), i), d, kr.data() + i * d);
-        for (std::int64_t u = 0; u < gq; ++u)
-          for (std::int64_t v = 0; v < gk; ++v) {
-            if (v / per_block >= bfla::causal_blocks(u / per_block, nq, nkv, cfg->block, p.causal)) continue;
-            double magnitude = 0.0;
-            for (std::int64_t t = 0; t < g && u * g + t < nq && v * g + t < nkv; ++t)
-              for (std::int64_t e = 0; e < d; ++e)
-                magnitude += std::fabs(double(qr[static_cast<std::size_t>((u * g + t) * d + e)]) *
-                                       double(kr[static_cast<std::size_t>((v * g + t) * d + e)]));
-            const double bound = kC * double(g * d) * std::ldexp(1.0, -24) * magnitude;
-            const auto at = static_cast<std::size_t>(u * gk + v);
-            const double err = std::fabs(double(s[at]) - double(ref[at]));
-            ++compared;
-            if (!(err <= bound)) ++outside;  // NaN (poison) fails
-            if (bound > 0.0 && std::isfinite(err)) worst = std::max(worst, err / bound);
-          }
-      }
-    }
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t h = 0; h < p.heads_q; ++h) dev[static_cast<std::size_t>(b * p.heads_q + h)] = est->group_scores(b, h, nullptr);
+    const auto [compared, outside, worst] = bfla_scores_within_bound(
+        p, in.q.view(), in.k.view(), *cfg, kC,
+        [&](std::int64_t b, std::int64_t h) -> const std::vector<float>& { return dev[static_cast<std::size_t>(b * p.heads_q + h)]; });
     CHECK(compared > 0);
     CHECK(outside == 0);
 
