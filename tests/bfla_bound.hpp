@@ -59,4 +59,13 @@ ScoreBound bfla_scores_within_bound(const Problem& p, const TensorView& q, const
   return out;
 }
 
+/// The mask of the reference's rules over a backend's scores ([b·Hq + h] as reference::bfla_group_scores): the mask
+/// that backend must produce, bit for bit, if every rule after the scores is exact.
+inline TileMask bfla_mask_given(const Problem& p, const bfla::Config& cfg, const std::vector<std::vector<float>>& scores) {
+  return reference::bfla_mask_from_scores(p, cfg, false, [&](std::int64_t b, std::int64_t h, float* out) {
+    const std::vector<float>& s = scores[static_cast<std::size_t>(b * p.heads_q + h)];
+    std::copy(s.begin(), s.end(), out);
+  });
+}
+
 }  // namespace spattn::test

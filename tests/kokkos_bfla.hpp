@@ -44,10 +44,7 @@ inline void check_bfla_scores(conformance::MemoryAdapter& memory, double c_bound
     CHECK(r.compared > 0);
     CHECK(r.outside == 0);
 
-    const TileMask want = reference::bfla_mask_from_scores(p, *cfg, false, [&](std::int64_t b, std::int64_t h, float* out) {
-      const std::vector<float>& s = scores[static_cast<std::size_t>(b * p.heads_q + h)];
-      std::copy(s.begin(), s.end(), out);
-    });
+    const TileMask want = bfla_mask_given(p, *cfg, scores);
     CHECK(got.shape == want.shape);
     CHECK(got.row_ptr == want.row_ptr);
     CHECK(got.tiles == want.tiles);

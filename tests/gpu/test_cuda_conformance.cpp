@@ -271,10 +271,7 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
     CHECK(outside == 0);
 
     // (b) the mask of the reference's rules over the device's scores.
-    const TileMask want = reference::bfla_mask_from_scores(p, *cfg, false, [&](std::int64_t b, std::int64_t h, float* out) {
-      const std::vector<float>& s = dev[static_cast<std::size_t>(b * p.heads_q + h)];
-      std::copy(s.begin(), s.end(), out);
-    });
+    const TileMask want = bfla_mask_given(p, *cfg, dev);
     CHECK(got.shape == want.shape);
     CHECK(got.row_ptr == want.row_ptr);
     CHECK(got.tiles == want.tiles);
