@@ -115,8 +115,12 @@ void kokkos_executor_arm(const char* name, const Problem& p, const TensorView& q
   options.backend = "kokkos";
   const float upload_ms = median_ms([&] { attend(p, q, k, v, mask, o, options); }, 1, 3);
   // Like the hand-written arm (a DeviceTileMask made once), the mask uploaded once: the executor alone.
+#if defined(SPATTN_BENCH_KOKKOS)
   const kokkos::DeviceEstimate device_mask = kokkos::upload(mask, Memory::cuda);
   const float kokkos_ms = median_ms([&] { kokkos::attend(p, q, k, v, device_mask, o); }, 1, 3);
+#else
+  const float kokkos_ms = -1.0f;  // (kokkos_arms() is false: not called)
+#endif
   ck(cudaMemcpy(out_kokkos.data(), o.data, out_kokkos.size_bytes(), cudaMemcpyDeviceToHost));
   std::printf("%-7lld %-26s %8.3f  executor: cuda %9.3f ms, kokkos %9.3f ms (%.2fx; attend() with the mask upload "
               "%9.3f ms, %.2fx), rel L1 kokkos vs cuda %.2e\n",

@@ -287,8 +287,9 @@ struct FlashTeam {
 };
 
 
-/// SPATTN_KOKKOS_EXECUTOR: "generic" runs every call on FlashTeam, "tile" every call it covers on FlashTile (not the
-/// tensor-core kernel); unset or anything else, the dispatch below. The tests use it to keep each kernel covered.
+/// SPATTN_KOKKOS_EXECUTOR: "generic" runs every call on FlashTeam, "tile" every call it covers on FlashTile; any
+/// non-empty value keeps the tensor-core kernel out; unset or empty, the dispatch below. The tests use it to keep each
+/// kernel covered.
 inline std::string forced_kernel() {
   const char* env = std::getenv("SPATTN_KOKKOS_EXECUTOR");
   return env != nullptr ? std::string(env) : std::string();
