@@ -56,6 +56,59 @@ TEST_CASE("theta = +inf is exactly dense attention; theta = -inf is the anchor r
   }
 }
 
+TEST_CASE("GroupKeys' key predicates and region list are the reference's masks at theta = -inf and +inf") {
+  // The backends' kernels decide each key by GroupKeys::candidate / always_kept and list the anchor region by
+  // region_key: over causal and not, Nq < Nkv, odd sinks and leads, they must give the reference's θ = −∞ mask (the
+  // region) and θ = +∞ mask (region and candidates), and candidate_count its candidates.
+  for (const bool causal : {true, false})
+    for (const std::int64_t nq : {std::int64_t{0}, std::int64_t{150}})
+      for (const std::int64_t sink : {0, 5, 16, 400}) {
+        Workload w = llm(333, 1, 1, nq);
+        w.problem.causal = causal;
+        anchor_attn::Config c = small_config(-INFINITY);
+        c.n_sink = sink;
+        c.local_lead = sink == 5 ? 37 : 16;
+        const auto none = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), c);
+        c.theta = INFINITY;
+        const auto all = reference::anchor_attn_estimate(w.problem, w.q.view(), w.k.view(), c);
+        const Problem& p = w.problem;
+        std::int64_t candidates = 0;
+        for (std::int64_t t = 0; t < none.mask.shape.num_q_tiles(); ++t) {
+          CAPTURE(causal);
+          CAPTURE(nq);
+          CAPTURE(sink);
+          CAPTURE(t);
+          const std::int64_t first = t * c.group_rows(), last = std::min<std::int64_t>(first + c.group_rows(), p.seqlen_q) - 1;
+          const anchor_attn::GroupKeys g =
+              anchor_attn::group_keys(c.n_sink, c.local_lead, c.group_rows(), first, last, p.seqlen_q, p.seqlen_kv, causal);
+          // Causal: keys past the group's reach leave the mask (a sink longer than the reach lists some).
+          const std::int64_t reach =
+              causal ? anchor_attn::group_reach_end(first, last, p.seqlen_q, p.seqlen_kv, true, c.group_rows()) : p.seqlen_kv;
+          std::vector<std::int32_t> region, kept, listed;
+          for (std::int64_t j = 0; j < p.seqlen_kv; ++j) {
+            CHECK_FALSE((g.candidate(j) && g.always_kept(j)));
+            if (j >= reach) {
+              CHECK_FALSE(g.candidate(j));
+              continue;
+            }
+            if (g.always_kept(j)) region.push_back(static_cast<std::int32_t>(j));
+            if (g.always_kept(j) || g.candidate(j)) kept.push_back(static_cast<std::int32_t>(j));
+            candidates += g.candidate(j) ? 1 : 0;
+          }
+          for (std::int64_t i = 0; i < g.region_size(); ++i)
+            if (g.region_key(i) < reach) listed.push_back(static_cast<std::int32_t>(g.region_key(i)));
+          const auto want_region = none.mask.row(0, 0, t), want_kept = all.mask.row(0, 0, t);
+          CHECK(region == std::vector<std::int32_t>(want_region.begin(), want_region.end()));
+          CHECK(listed == region);
+          CHECK(kept == std::vector<std::int32_t>(want_kept.begin(), want_kept.end()));
+          std::int64_t counted = 0;
+          for (std::int64_t j = 0; j < p.seqlen_kv; ++j) counted += g.candidate(j) ? 1 : 0;
+          CHECK(g.candidate_count(p.seqlen_kv) == counted);
+        }
+        CHECK(candidates == all.candidates);
+      }
+}
+
 TEST_CASE("a planted dominant key in the middle of the sequence is kept and gets its dense weight") {
   // N = 300 with groups of 64: key 100 is a candidate (not sink, not local) for groups 3 and 4; key 189 lies
   // in the lead-in before group 3 (rows 192...), the block the authors' code never attends.

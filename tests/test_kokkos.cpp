@@ -12,6 +12,7 @@
 #include "common.hpp"
 #include "conformance/conformance.hpp"
 #include "executor_options.hpp"
+#include "kokkos_anchor.hpp"
 #include "kokkos_bfla.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
@@ -260,62 +261,12 @@ TEST_CASE("kokkos: BFLA group scores within their rounding bound, every rule aft
   check_bfla_scores(*memory, 2.5);
 }
 
-/// AnchorAttention on Kokkos, decision by decision, over every AnchorAttention case of the shared table:
-///  (a) every row's anchor (the max score over its anchor region) is within the rounding bound of the reference's:
-///      both are maxima of the same scores, each a D-term dot product rounded to nearest in fp32, so
-///      |Δm| ≤ c·D·2⁻²⁴·scale·log2e·‖q_i‖·max_j ‖k_j‖ (Cauchy–Schwarz on Σ|q·k|; c = 2.5 as for BFLA);
-///  (b) the mask is bit-identical to reference::anchor_attn_select over the Kokkos anchors (every rule after them).
+/// AnchorAttention on Kokkos, decision by decision, over every AnchorAttention case of the shared table
+/// (tests/kokkos_anchor.hpp): anchors within their rounding bound (c = 2.5: the portable kernel's fma chains), the mask
+/// bit-identical to reference::anchor_attn_select over the Kokkos anchors (every rule after them).
 TEST_CASE("kokkos: AnchorAttention anchors within their rounding bound, every rule after them exact") {
-  constexpr double kC = 2.5;
-  int ran = 0;
-  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const auto* cfg = std::get_if<anchor_attn::Config>(&c.config);
-    if (cfg == nullptr) continue;
-    const std::string case_name(c.name);
-    CAPTURE(case_name);
-    const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
-    const Problem& p = in.problem;
-    std::vector<AnchorStats> anchors;
-    const TileMask got = kokkos::anchor_attn_estimate_with_anchors(p, in.q.view(), in.k.view(), *cfg, anchors);
-    const reference::AnchorEstimate want = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), *cfg);
-    REQUIRE(anchors.size() == want.anchors.size());
-    const double sl = double(p.softmax_scale()) * 1.4426950408889634;
-    const std::int64_t d = p.head_dim;
-    std::int64_t compared = 0, outside = 0;
-    std::vector<float> row(static_cast<std::size_t>(d));
-    const auto norm = [&](const TensorView& t, std::int64_t off) {
-      load_row(t, off, d, row.data());
-      double s = 0.0;
-      for (float x : row) s += double(x) * double(x);
-      return std::sqrt(s);
-    };
-    for (std::int64_t b = 0; b < p.batch; ++b)
-      for (std::int64_t h = 0; h < p.heads_q; ++h) {
-        double k_max = 0.0;
-        for (std::int64_t j = 0; j < p.seqlen_kv_of(b); ++j)
-          k_max = std::max(k_max, norm(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), j)));
-        for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
-          const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
-          const float m_got = anchors[at].m, m_want = want.anchors[at].m;
-          ++compared;
-          if (std::isinf(m_want)) {
-            outside += m_got == m_want ? 0 : 1;
-            continue;
-          }
-          const double bound = kC * double(d) * std::ldexp(1.0, -24) * sl *
-                               norm(in.q.view(), row_offset(in.q.view(), p, true, b, h, i)) * k_max;
-          if (!(std::fabs(double(m_got) - double(m_want)) <= bound)) ++outside;
-        }
-      }
-    CHECK(compared > 0);
-    CHECK(outside == 0);
-    const reference::AnchorEstimate given = reference::anchor_attn_select(p, in.q.view(), in.k.view(), *cfg, anchors);
-    CHECK(got.shape == given.mask.shape);
-    CHECK(got.row_ptr == given.mask.row_ptr);
-    CHECK(got.tiles == given.mask.tiles);
-    ++ran;
-  }
-  CHECK(ran >= 4);
+  auto memory = conformance::host_adapter();
+  check_anchor_attn(*memory, 2.5, true);
 }
 
 /// SALE on Kokkos, decision by decision, over every SALE case of the shared table:

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../anchor_bound.hpp"
 #include "../bfla_bound.hpp"
 #include "../common.hpp"
 #include "../executor_options.hpp"
@@ -20,7 +21,6 @@
 #include "estimators.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/cuda/plan.hpp"
-#include "spattn/pooling.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
 #include "spattn/reference/executor.hpp"
@@ -283,20 +283,13 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
 }
 
 /// AnchorAttention's device estimator over every AnchorAttention case of the shared table, decision by decision
-/// (DESIGN.md §5.3). Its two floating-point stages are checked separately:
-///  (a) the anchor pass: every row's (m, l) against the reference's. Scores are fp16/bf16 products (exact in fp32)
-///      summed in another order: |Δx| ≤ 4·D·2⁻²⁴·scale·log2e·Σ_e |q_e|·max_j |k_je| (the γ_D bound of both sums, c = 4
-///      as in the BFLA test), and m is a max of such scores; l sums 2^(x − m): relative error ≤ 2·ln2·|Δx| + 3e-5
-///      (ex2.approx and fp32 sums over ≤ 2304 keys). A missing or extra key moves l by ≳ 1/2304 = 4e-4.
-///  (b) the stripes: the device mask against reference::anchor_attn_select over the DEVICE's anchors. Sink and
-///      window keys must agree exactly; a candidate may differ only where the reference's margin is within the score
-///      bound (4·D·2⁻²⁴ + 2⁻¹⁸)·scale·log2e·max_r Σ_e |q̄_re·k_je| (the fp32 sums, then the two-piece split of q̄, within
-///      2⁻¹⁸·|q̄| in bf16) + 2⁻²⁴·scale·log2e·Σ_e |k_je| (fp16's low piece may be subnormal) + 64·2⁻²⁴·(|margin| + 1).
-/// The anchor workspace and the mask are poisoned before the run.
+/// (DESIGN.md §5.3; tests/anchor_bound.hpp): (a) the anchor pass, every row's (m, l) within the rounding bound of the
+/// reference's (c = 4 as in the BFLA test); (b) the stripes, against reference::anchor_attn_select over the DEVICE's
+/// anchors: sink and window keys exact, candidates within the score bound. The anchor workspace and the mask are
+/// poisoned before the run.
 TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, stripes within the score bound") {
   CudaMemory memory;
   int ran = 0;
-  const double u = std::ldexp(1.0, -24);
   for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
     const auto* cfg = std::get_if<anchor_attn::Config>(&c.config);
     if (cfg == nullptr) continue;
@@ -314,102 +307,20 @@ TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, 
     const reference::AnchorEstimate ref = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), *cfg);
     REQUIRE(got.shape == ref.mask.shape);
 
-    const std::int64_t d = p.head_dim, group = cfg->group_rows();
-    const double sl = scale_log2(p.softmax_scale());
-    std::int64_t rows = 0, bad_m = 0, bad_l = 0;
-    double worst_m = 0.0;
-    std::vector<float> qr, kr, kmax;
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
-      for (std::int64_t h = 0; h < p.heads_q; ++h) {
-        qr.assign(static_cast<std::size_t>(nq * d), 0.0f);
-        kr.assign(static_cast<std::size_t>(nkv * d), 0.0f);
-        kmax.assign(static_cast<std::size_t>(d), 0.0f);
-        for (std::int64_t i = 0; i < nq; ++i) load_row(in.q.view(), row_offset(in.q.view(), p, true, b, h, i), d, qr.data() + i * d);
-        for (std::int64_t j = 0; j < nkv; ++j) {
-          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), j), d, kr.data() + j * d);
-          for (std::int64_t e = 0; e < d; ++e)
-            kmax[static_cast<std::size_t>(e)] = std::max(kmax[static_cast<std::size_t>(e)], std::fabs(kr[static_cast<std::size_t>(j * d + e)]));
-        }
-        // (a) anchors
-        for (std::int64_t i = 0; i < nq; ++i) {
-          const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
-          const AnchorStats a = dev[at], r = ref.anchors[at];
-          ++rows;
-          if (!std::isfinite(r.m)) {  // an empty region: both (−∞, 0)
-            bad_m += a.m == r.m && a.l == 0.0f ? 0 : 1;
-            continue;
-          }
-          double mag = 0.0;
-          for (std::int64_t e = 0; e < d; ++e) mag += std::fabs(double(qr[static_cast<std::size_t>(i * d + e)])) * kmax[static_cast<std::size_t>(e)];
-          const double bx = 4.0 * double(d) * u * sl * mag + 4.0 * u * std::fabs(double(r.m));
-          const double em = std::fabs(double(a.m) - double(r.m));
-          if (!(em <= bx)) ++bad_m;  // NaN (poison) fails
-          if (bx > 0.0) worst_m = std::max(worst_m, em / bx);
-          const double el = std::fabs(double(a.l) - double(r.l));
-          if (!(el <= double(r.l) * (2.0 * std::log(2.0) * bx + 3e-5))) ++bad_l;
-        }
-        // (b) stripes, against the reference's rules over the device's anchors (computed once below)
-      }
-    }
-    CHECK(rows > 0);
-    CHECK(bad_m == 0);
-    CHECK(bad_l == 0);
-
-    std::vector<float> margins;
-    const reference::AnchorEstimate want = reference::anchor_attn_select(p, in.q.view(), in.k.view(), *cfg, dev, &margins);
-    const std::vector<std::uint8_t> a = got.to_bitmap(), w = want.mask.to_bitmap();
-    const MaskShape& s = got.shape;
-    std::int64_t candidates = 0, differing = 0, outside = 0, other_keys_wrong = 0;
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
-      for (std::int64_t h = 0; h < p.heads_q; ++h) {
-        qr.assign(static_cast<std::size_t>(nq * d), 0.0f);
-        kr.assign(static_cast<std::size_t>(nkv * d), 0.0f);
-        for (std::int64_t i = 0; i < nq; ++i) load_row(in.q.view(), row_offset(in.q.view(), p, true, b, h, i), d, qr.data() + i * d);
-        for (std::int64_t j = 0; j < nkv; ++j)
-          load_row(in.k.view(), row_offset(in.k.view(), p, false, b, p.kv_head_of(h), j), d, kr.data() + j * d);
-        for (std::int64_t t = 0; t * group < nq; ++t) {
-          const std::int64_t first = t * group, n_rows = std::min(group, nq - first);
-          const std::int64_t blocks = (n_rows + cfg->block - 1) / cfg->block;
-          std::vector<float> qbar(static_cast<std::size_t>(blocks * d));
-          for (std::int64_t r = 0; r < blocks; ++r)
-            mean_rows(qr.data() + (first + r * cfg->block) * d, std::min<std::int64_t>(cfg->block, n_rows - r * cfg->block), d,
-                      qbar.data() + r * d);
-          const std::int64_t row = got.row_index(b, h, t);
-          for (std::int64_t j = 0; j < nkv; ++j) {
-            const auto at = static_cast<std::size_t>(row * s.num_k_tiles() + j);
-            const float m = margins[at];
-            if (std::isnan(m)) {  // sink, window or unreachable: exact
-              other_keys_wrong += a[at] != w[at] ? 1 : 0;
-              continue;
-            }
-            ++candidates;
-            if (a[at] == w[at]) continue;
-            ++differing;
-            double bound = 0.0, ksum = 0.0;
-            for (std::int64_t e = 0; e < d; ++e) ksum += std::fabs(double(kr[static_cast<std::size_t>(j * d + e)]));
-            for (std::int64_t r = 0; r < blocks; ++r) {
-              double mag = 0.0;
-              for (std::int64_t e = 0; e < d; ++e)
-                mag += std::fabs(double(qbar[static_cast<std::size_t>(r * d + e)]) * double(kr[static_cast<std::size_t>(j * d + e)]));
-              bound = std::max(bound, (4.0 * double(d) * u + std::ldexp(1.0, -18)) * sl * mag);
-            }
-            bound += u * sl * ksum + 64.0 * u * (std::fabs(double(m)) + 1.0);
-            if (!(std::fabs(double(m)) <= bound)) ++outside;
-          }
-        }
-      }
-    }
-    CHECK(other_keys_wrong == 0);
-    CHECK(candidates > 0);
-    CHECK(outside == 0);
-    CHECK(differing * 100 <= candidates);
+    const AnchorBound a = anchors_within_bound(p, in.q.view(), in.k.view(), dev, ref.anchors, 4.0);
+    CHECK(a.rows > 0);
+    CHECK(a.bad_m == 0);
+    CHECK(a.bad_l == 0);
+    const StripeBound st = stripes_within_bound(p, in.q.view(), in.k.view(), *cfg, dev, got);
+    CHECK(st.other_keys_wrong == 0);
+    CHECK(st.candidates > 0);
+    CHECK(st.outside == 0);
+    CHECK(st.differing * 100 <= st.candidates);
     const double density = got.stats().density;
     CHECK(density > 0.0);
     ++ran;
-    MESSAGE(case_name << ": " << rows << " anchors within the bound (worst at " << worst_m << " of it); " << differing
-                      << " of " << candidates << " stripe decisions differ from the rules over the device's anchors, all within "
+    MESSAGE(case_name << ": " << a.rows << " anchors within the bound (worst at " << a.worst_m << " of it); " << st.differing
+                      << " of " << st.candidates << " stripe decisions differ from the rules over the device's anchors, all within "
                       << "the score bound; density " << density << " (reference " << ref.mask.stats().density << ")");
   }
   CHECK(ran >= 4);

@@ -13,6 +13,7 @@
 #include "../conformance/conformance.hpp"
 #include "../conformance/pipeline_table.hpp"
 #include "../executor_options.hpp"
+#include "../kokkos_anchor.hpp"
 #include "../kokkos_bfla.hpp"
 #include "cuda_memory.hpp"
 
@@ -100,6 +101,17 @@ TEST_CASE("Kokkos CUDA: BFLA group scores (tensor cores, then portable) within t
   check_bfla_scores(memory, 4.0);
   setenv("SPATTN_KOKKOS_MMA", "0", 1);
   check_bfla_scores(memory, 2.5);
+  unsetenv("SPATTN_KOKKOS_MMA");
+}
+
+// AnchorAttention on the tensor cores (flash_mma.hpp's statistics pass, anchor_mma.hpp's stripes: every AnchorAttention
+// case of the table is fp16 / bf16 with D = 64 or 128 and at most 16 pooled blocks a group; c = 4 for their sums), then
+// on the portable kernels (SPATTN_KOKKOS_MMA=0: c = 2.5, stripes exact given the anchors).
+TEST_CASE("Kokkos CUDA: AnchorAttention anchors within their rounding bound, stripes within the score bound (exact: portable)") {
+  CudaMemory memory;
+  check_anchor_attn(memory, 4.0, false);
+  setenv("SPATTN_KOKKOS_MMA", "0", 1);
+  check_anchor_attn(memory, 2.5, true);
   unsetenv("SPATTN_KOKKOS_MMA");
 }
 

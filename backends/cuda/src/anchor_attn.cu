@@ -73,8 +73,7 @@ TileMask region_mask(const Problem& p, const anchor_attn::Config& c) {
       const std::int64_t first = t * g, last = std::min(first + g, nq) - 1;
       const anchor_attn::GroupKeys keys = anchor_attn::group_keys(c.n_sink, c.local_lead, g, first, last, nq, nkv, p.causal);
       std::vector<std::int32_t> row;
-      for (std::int64_t j = 0; j < keys.sink_end; ++j) row.push_back(static_cast<std::int32_t>(j));
-      for (std::int64_t j = keys.local.begin; j < keys.local.end; ++j) row.push_back(static_cast<std::int32_t>(j));
+      for (std::int64_t i = 0; i < keys.region_size(); ++i) row.push_back(static_cast<std::int32_t>(keys.region_key(i)));
       for (std::int64_t h = 0; h < shape.mask_heads; ++h) rows[static_cast<std::size_t>((b * shape.mask_heads + h) * shape.num_q_tiles() + t)] = row;
     }
   }
@@ -105,23 +104,6 @@ __global__ void anchor_mean_kernel(Geometry a, const SoftmaxState* state, float*
     const std::int64_t count = nq - first < a.block ? nq - first : a.block;
     const SoftmaxState* rows = state + bh * a.seqs.nq + first;
     abar[e] = column_mean([&](std::int64_t r) { return rows[r].m; }, count);
-  }
-}
-
-/// fp32 x as kPieces T pieces, each the round-to-nearest of what the ones before leave: with two, their sum is x
-/// within 2⁻¹⁸·|x| (bf16) or 2⁻²²·|x| (fp16, before underflow) — below the fp32 sums' own rounding bound at D ≥ 64.
-template <class T>
-__device__ __forceinline__ void split(float x, T* piece) {
-  float rest = x;
-#pragma unroll
-  for (int i = 0; i < kPieces; ++i) {
-    if constexpr (std::is_same_v<T, __half>) {
-      piece[i] = __float2half_rn(rest);
-      rest = rest - __half2float(piece[i]);
-    } else {
-      piece[i] = __float2bfloat16_rn(rest);
-      rest = rest - __bfloat162float(piece[i]);
-    }
   }
 }
 
@@ -188,7 +170,7 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
     const float v = blk < blocks ? a.qbar[((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.slots + t * g.step + blk) * D + c]
                                  : 0.0f;
     T piece[kPieces];
-    split(v, piece);
+    detail::split_pieces<T, kPieces>(v, piece);
 #pragma unroll
     for (int i = 0; i < kPieces; ++i) s_a[(i * kMaxMTiles * 16) * D + detail::swz<D>(r, c)] = piece[i];
   }

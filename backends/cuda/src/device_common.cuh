@@ -26,6 +26,7 @@ using ptx::ldmatrix_x4_trans;
 using ptx::MmaType;
 using ptx::pack2;
 using ptx::smem_addr;
+using ptx::split_pieces;
 using ptx::swz;
 
 /// Stores output elements (col, col + 1) of a row starting at element offset `orow`.

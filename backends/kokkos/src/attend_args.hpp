@@ -104,4 +104,18 @@ KOKKOS_INLINE_FUNCTION void finish_rows(const Member& team, const AttendArgs& a,
   });
 }
 
+/// Launches a row-block kernel (flash_mma.hpp's FlashMma, flash_tile.hpp's FlashTile: an aggregate of AttendArgs with
+/// a Policy): a team of `team_size` threads and `scratch` bytes of level-0 scratch per block of `rows` query rows of
+/// every query tile; returns the empty rows its parallel_reduce counts.
+template <class Kernel>
+std::int64_t run_row_blocks(const char* label, AttendArgs a, int rows, int team_size, std::size_t scratch) {
+  a.blocks_per_tile = (a.tile_q + rows - 1) / rows;
+  const std::int64_t league = a.s.batch * a.s.heads_q * a.q_tiles * a.blocks_per_tile;
+  typename Kernel::Policy policy(static_cast<int>(league), team_size);
+  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(scratch)));
+  std::int64_t empty = 0;
+  Kokkos::parallel_reduce(label, policy, Kernel{a}, empty);
+  return empty;
+}
+
 }  // namespace spattn::kokkos::detail

@@ -321,16 +321,9 @@ bool tile_kernel_covers(const Problem& p, bool pv_skip, bool int8) {
 
 /// Runs the tiled kernel for J = Dv / 64; returns the empty rows.
 template <class Exec, int J>
-std::int64_t run_tile_kernel(AttendArgs a) {
-  using Kernel = FlashTile<Exec, J>;
-  Kernel f{a};
-  f.a.blocks_per_tile = (a.tile_q + tile::kRows - 1) / tile::kRows;
-  const std::int64_t league = a.s.batch * a.s.heads_q * a.q_tiles * f.a.blocks_per_tile;
-  typename Kernel::Policy policy(static_cast<int>(league), tile_team_size<Exec>());
-  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(tile::scratch_bytes(J))));
-  std::int64_t empty = 0;
-  Kokkos::parallel_reduce("spattn::kokkos::attend_tiled", policy, f, empty);
-  return empty;
+std::int64_t run_tile_kernel(const AttendArgs& a) {
+  return run_row_blocks<FlashTile<Exec, J>>("spattn::kokkos::attend_tiled", a, tile::kRows, tile_team_size<Exec>(),
+                                            tile::scratch_bytes(J));
 }
 
 }  // namespace detail

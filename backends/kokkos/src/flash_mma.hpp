@@ -40,10 +40,11 @@ inline constexpr int kWarps = 4;
 inline constexpr int kThreads = 32 * kWarps;
 inline constexpr int kRows = 16 * kWarps;  ///< query rows per team
 inline constexpr int kKeys = 64;           ///< keys per chunk
-/// Team scratch: K and V buffers [kKeys][D] (16-bit), two chunks' keys, 128 bytes of alignment slack.
+inline constexpr int kKeySlots = 3;       ///< chunks whose keys are held at once (the statistics pass: c … c + 2)
+/// Team scratch: K and V buffers [kKeys][D] (16-bit), kKeySlots chunks' keys, 128 bytes of alignment slack.
 template <int D>
 KOKKOS_INLINE_FUNCTION constexpr std::size_t scratch_bytes() {
-  return 2u * kKeys * D * 2u + 2u * kKeys * sizeof(int) + 128u;
+  return 2u * kKeys * D * 2u + kKeySlots * kKeys * sizeof(int) + 128u;
 }
 }  // namespace mma
 
@@ -64,10 +65,13 @@ __device__ inline void store_pair(const DeviceTensor& o, std::int64_t i, float x
 }
 #endif
 
-/// T: __half or __nv_bfloat16 (Q, K and V all of it); D = Dv.
-template <class T, int D>
+/// T: __half or __nv_bfloat16 (Q, K and V all of it); D = Dv. kPV = false: the statistics pass — each row's (m, l)
+/// over its keys to state_out / LSE and nothing else (no V, no O: AnchorAttention's anchor pass, as the hand-written
+/// backend's state pass). Its loop double-buffers K in the two buffers, finds keys two chunks ahead and has one team
+/// barrier a chunk; without the O accumulators three teams fit an SM.
+template <class T, int D, bool kPV = true>
 struct FlashMma {
-  using Policy = Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<mma::kThreads, 2>>;
+  using Policy = Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<mma::kThreads, kPV ? 2 : 3>>;
   using Member = typename Policy::member_type;
 
   AttendArgs a;
@@ -95,7 +99,8 @@ struct FlashMma {
     base += (128u - reinterpret_cast<std::uintptr_t>(base) % 128u) % 128u;
     T* sk = reinterpret_cast<T*>(base);
     T* sv = sk + kKeys * D;
-    int* skeys = reinterpret_cast<int*>(sv + kKeys * D);  // [2][kKeys]: the keys of chunks c (c % 2)
+    constexpr int kSlots = kPV ? 2 : kKeySlots;
+    int* skeys = reinterpret_cast<int*>(sv + kKeys * D);  // [kSlots][kKeys]: the keys of chunk c at slot c % kSlots
 
     // Q rows (rows past the block: zeros) through V's buffer into the A fragments, loading while the keys of the first
     // chunk are found and its K rows load (the loop's first barrier orders the fragment reads before V's first load).
@@ -122,9 +127,10 @@ struct FlashMma {
     const T* kg = static_cast<const T*>(a.k.data) + blk.kv_row(a, a.k, 0);
     const T* vg = static_cast<const T*>(a.v.data) + blk.kv_row(a, a.v, 0);
     const std::int64_t k_sn = a.k.stride_n, v_sn = a.v.stride_n;
-    // skeys[c % 2] ← the keys of chunk c (threads < kKeys; mask_policy::key_at, −1: none).
+    // Slot c % kSlots ← the keys of chunk c (threads < kKeys; mask_policy::key_at, −1: none).
     const auto find_keys = [&](int c) {
-      if (tid < kKeys) skeys[(c % 2) * kKeys + tid] = mask_policy::key_at<int>(blk.kept, count, tile_k, c * kKeys + tid, limit);
+      if (tid < kKeys)
+        skeys[(c % kSlots) * kKeys + tid] = mask_policy::key_at<int>(blk.kept, count, tile_k, c * kKeys + tid, limit);
     };
     // The rows of chunk c (keys in skeys, after a barrier) into a buffer: a thread copies 16-byte piece
     // tid % kPieces of rows tid / kPieces + kPass·i; kPass is a multiple of 8, so its swizzled piece is the same in each.
@@ -132,7 +138,7 @@ struct FlashMma {
     const int my_row = tid / kPieces, my_piece = tid % kPieces;
     const std::uint32_t my_dst = (my_row * kPieces + (my_piece ^ (my_row % 8))) * 16u;
     const auto load_rows = [&](T* buffer, const T* src, std::int64_t sn, int c) {
-      const int* keys = skeys + (c % 2) * kKeys;
+      const int* keys = skeys + (c % kSlots) * kKeys;
       const std::uint32_t dst = smem_addr(buffer) + my_dst;
 #pragma unroll
       for (int i = 0; i < kKeys / kPass; ++i) {
@@ -150,7 +156,7 @@ struct FlashMma {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = warp * 16 + g + 8 * half;
-      if (!blk.resumed(a, r)) continue;
+      if (!kPV || !blk.resumed(a, r)) continue;
       const SoftmaxState st = a.resume[blk.state_row0 + r];
       m_run[half] = st.m;
       l_run[half] = t4 == 0 ? st.l : 0.0f;
@@ -168,26 +174,19 @@ struct FlashMma {
     rows_see[1].end = row_end(warp * 16 + g + 8);
     const int warp_end = row_end(warp * 16);
 
-    // Per chunk c: barrier 1 (K of c loaded; V of c − 1 and the keys of c − 1 no longer read), V of c loads, the keys
-    // of c + 1 are found, Q·Kᵀ and the softmax step; barrier 2 (V of c loaded; K of c no longer read), K of c + 1
-    // loads, P·V.
-    find_keys(0);
-    team.team_barrier();
-    if (chunks > 0) load_rows(sk, kg, k_sn, 0);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
-    team.team_barrier();
+    // Q's A fragments from V's buffer (after the barrier that follows Q's cp.async).
     std::uint32_t qf[D / 16][4];
+    const auto load_q_fragments = [&]() {
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      ldmatrix_x4(qf[ks], smem_addr(sv + swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
-    for (int c = 0; c < chunks; ++c) {
-      cp_async_wait<0>();
-      team.team_barrier();
-      load_rows(sv, vg, v_sn, c);
-      cp_async_commit();
-      if (c + 1 < chunks) find_keys(c + 1);
-      float s[kKeys / 8][4];
+      for (int ks = 0; ks < D / 16; ++ks)
+        ldmatrix_x4(qf[ks], smem_addr(sv + swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
+    };
+
+    // S = Q·Kᵀ of chunk c (K rows at byte offset k_off of K's buffer), then the online softmax step of rows g and
+    // g + 8 on it: s becomes P, m_run and l_run move, acc is rescaled. Base-2 scores, −∞ where the row does not see
+    // the key. Keys ascend along the list, −1 (none) only at its end: a chunk whose last key is one the warp's first
+    // row sees is seen wholly by every row of the warp.
+    const auto score_chunk = [&](int c, std::uint32_t k_off, float (&s)[kKeys / 8][4]) {
 #pragma unroll
       for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
@@ -195,15 +194,11 @@ struct FlashMma {
 #pragma unroll
         for (int nt = 0; nt < kKeys / 16; ++nt) {
           std::uint32_t bf[4];
-          ldmatrix_x4(bf, k_frag(nt, ks));
+          ldmatrix_x4(bf, k_frag(nt, ks) + k_off);
           M::mma(s[2 * nt], qf[ks], bf[0], bf[1]);
           M::mma(s[2 * nt + 1], qf[ks], bf[2], bf[3]);
         }
-
-      // Base-2 scores, −∞ where the row does not see the key; the online softmax step of rows g and g + 8. Keys
-      // ascend along the list, −1 (none) only at its end: a chunk whose last key is one the warp's first row sees is
-      // seen wholly by every row of the warp.
-      const int* keys = skeys + (c % 2) * kKeys;
+      const int* keys = skeys + (c % kSlots) * kKeys;
       const int last = keys[kKeys - 1];
       const bool whole = last >= 0 && last < warp_end;
 #pragma unroll
@@ -233,27 +228,70 @@ struct FlashMma {
           }
         l_run[half] = fma_f32(l_run[half], alpha, sum);
         m_run[half] = m_new;
-        if (alpha != 1.0f)  // the running max moved (a multiply by 1 changes nothing: skipped)
+        if (kPV && alpha != 1.0f)  // the running max moved (a multiply by 1 changes nothing: skipped)
 #pragma unroll
           for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
       }
+    };
 
-      cp_async_wait<0>();
+    if constexpr (kPV) {
+      // Per chunk c: barrier 1 (K of c loaded; V of c − 1 and the keys of c − 1 no longer read), V of c loads, the keys
+      // of c + 1 are found, Q·Kᵀ and the softmax step; barrier 2 (V of c loaded; K of c no longer read), K of c + 1
+      // loads, P·V.
+      find_keys(0);
       team.team_barrier();
-      if (c + 1 < chunks) load_rows(sk, kg, k_sn, c + 1);
+      if (chunks > 0) load_rows(sk, kg, k_sn, 0);
       cp_async_commit();
+      cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
+      team.team_barrier();
+      load_q_fragments();
+      for (int c = 0; c < chunks; ++c) {
+        cp_async_wait<0>();
+        team.team_barrier();
+        load_rows(sv, vg, v_sn, c);
+        cp_async_commit();
+        if (c + 1 < chunks) find_keys(c + 1);
+        float s[kKeys / 8][4];
+        score_chunk(c, 0u, s);
+
+        cp_async_wait<0>();
+        team.team_barrier();
+        if (c + 1 < chunks) load_rows(sk, kg, k_sn, c + 1);
+        cp_async_commit();
 #pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk) {
-        const std::uint32_t p[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                    pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                    pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
+          const std::uint32_t p[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                      pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                      pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          std::uint32_t bf[4];
-          ldmatrix_x4_trans(bf, v_frag(kk, dp));
-          M::mma(acc[2 * dp], p, bf[0], bf[1]);
-          M::mma(acc[2 * dp + 1], p, bf[2], bf[3]);
+          for (int dp = 0; dp < D / 16; ++dp) {
+            std::uint32_t bf[4];
+            ldmatrix_x4_trans(bf, v_frag(kk, dp));
+            M::mma(acc[2 * dp], p, bf[0], bf[1]);
+            M::mma(acc[2 * dp + 1], p, bf[2], bf[3]);
+          }
         }
+      }
+    } else {
+      // The statistics pass, per chunk c: one barrier (K of c loaded; every warp done with chunk c − 1, so K's other
+      // buffer and the key slot of c + 2 are free), K of c + 1 loads into the other buffer, the keys of c + 2 are
+      // found, Q·Kᵀ and the softmax step on buffer c % 2 (sk, then sv: one block of 2 · kKeys rows).
+      find_keys(0);
+      find_keys(1);
+      team.team_barrier();
+      if (chunks > 0) load_rows(sk, kg, k_sn, 0);
+      cp_async_commit();
+      cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
+      team.team_barrier();
+      load_q_fragments();
+      for (int c = 0; c < chunks; ++c) {
+        cp_async_wait<0>();
+        team.team_barrier();
+        if (c + 1 < chunks) load_rows(sk + ((c + 1) % 2) * kKeys * D, kg, k_sn, c + 1);
+        cp_async_commit();
+        if (c + 2 < chunks) find_keys(c + 2);
+        float s[kKeys / 8][4];
+        score_chunk(c, (c % 2) * kKeys * kRowBytes, s);
       }
     }
     cp_async_wait<0>();   // (nothing is in flight: the last chunk loaded no K)
@@ -270,7 +308,7 @@ struct FlashMma {
       const int r = warp * 16 + g + 8 * half;
       const SoftmaxState st{m_run[half], l};
       if (t4 == 0) states[r] = st;
-      if (r >= blk.rows) continue;
+      if (!kPV || r >= blk.rows) continue;
       const std::int64_t orow = blk.q_row(a, a.o, r);
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt) {
@@ -286,29 +324,29 @@ struct FlashMma {
 #endif
 };
 
+/// Whether Q and K suit the statistics pass (kPV = false): D = 64 or 128, Q and K mma_rows_fit.
+inline bool mma_qk_fit(const Problem& p, const TensorView& q, const TensorView& k) {
+  return (p.head_dim == 64 || p.head_dim == 128) && mma_rows_fit({&q, &k});
+}
+
 /// Whether the call's tensors suit the tensor-core kernel: D = Dv = 64 or 128, Q, K, V mma_rows_fit.
 inline bool mma_tensors_fit(const Problem& p, const TensorView& q, const TensorView& k, const TensorView& v) {
-  return p.head_dim == p.dim_v() && (p.head_dim == 64 || p.head_dim == 128) && mma_rows_fit({&q, &k, &v});
+  return p.head_dim == p.dim_v() && mma_qk_fit(p, q, k) && mma_rows_fit({&q, &k, &v});
 }
 
 /// Runs the tensor-core kernel; returns the empty rows.
-template <class T, int D>
-std::int64_t run_mma_kernel(AttendArgs a) {
-  using Kernel = FlashMma<T, D>;
-  Kernel f{a};
-  f.a.blocks_per_tile = (a.tile_q + mma::kRows - 1) / mma::kRows;
-  const std::int64_t league = a.s.batch * a.s.heads_q * a.q_tiles * f.a.blocks_per_tile;
-  typename Kernel::Policy policy(static_cast<int>(league), mma::kThreads);
-  policy.set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(mma::scratch_bytes<D>())));
-  std::int64_t empty = 0;
-  Kokkos::parallel_reduce("spattn::kokkos::attend_mma", policy, f, empty);
-  return empty;
+template <class T, int D, bool kPV>
+std::int64_t run_mma_kernel(const AttendArgs& a) {
+  return run_row_blocks<FlashMma<T, D, kPV>>(kPV ? "spattn::kokkos::attend_mma" : "spattn::kokkos::statistics_mma", a,
+                                             mma::kRows, mma::kThreads, mma::scratch_bytes<D>());
 }
 
-/// run_mma_kernel for the call's dtype and head dimension (mma_tensors_fit holds).
-inline std::int64_t run_mma_kernel(const AttendArgs& a, DType dtype, std::int64_t d) {
-  if (dtype == DType::f16) return d == 64 ? run_mma_kernel<__half, 64>(a) : run_mma_kernel<__half, 128>(a);
-  return d == 64 ? run_mma_kernel<__nv_bfloat16, 64>(a) : run_mma_kernel<__nv_bfloat16, 128>(a);
+/// run_mma_kernel for the call's dtype and head dimension (mma_tensors_fit holds; the statistics pass, kPV = false:
+/// mma_qk_fit, V and O unread).
+template <bool kPV = true>
+std::int64_t run_mma_kernel(const AttendArgs& a, DType dtype, std::int64_t d) {
+  if (dtype == DType::f16) return d == 64 ? run_mma_kernel<__half, 64, kPV>(a) : run_mma_kernel<__half, 128, kPV>(a);
+  return d == 64 ? run_mma_kernel<__nv_bfloat16, 64, kPV>(a) : run_mma_kernel<__nv_bfloat16, 128, kPV>(a);
 }
 
 }  // namespace spattn::kokkos::detail

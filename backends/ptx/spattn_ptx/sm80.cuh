@@ -37,6 +37,24 @@ struct MmaType<__nv_bfloat16> {
   }
 };
 
+/// fp32 x as N pieces of T (__half / __nv_bfloat16), each the round-to-nearest of what the ones before leave: an fp32
+/// operand of a 16-bit mma.sync as N products. With two, their sum is x within 2⁻¹⁸·|x| (bf16) or 2⁻²²·|x| (fp16,
+/// before underflow) — below fp32 sums' own rounding bound at D ≥ 64 (AnchorAttention's pooled queries, both backends).
+template <class T, int N>
+__device__ __forceinline__ void split_pieces(float x, T* piece) {
+  float rest = x;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {
+      piece[i] = __float2half_rn(rest);
+      rest = rest - __half2float(piece[i]);
+    } else {
+      piece[i] = __float2bfloat16_rn(rest);
+      rest = rest - __bfloat162float(piece[i]);
+    }
+  }
+}
+
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t* r, std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

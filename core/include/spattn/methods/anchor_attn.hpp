@@ -87,12 +87,27 @@ struct GroupKeys {
   Window local;
   std::int64_t candidates_end = 0;
   std::int64_t after_begin = 0;
+
+  /// The anchor region's keys as one ascending list (the sink, then the local window): its length, and key p of it.
+  SPATTN_INLINE std::int64_t region_size() const { return sink_end + (local.end - local.begin); }
+  SPATTN_INLINE std::int64_t region_key(std::int64_t p) const { return p < sink_end ? p : local.begin + (p - sink_end); }
+  /// Key j is a candidate: the stripe rule decides it.
+  SPATTN_INLINE bool candidate(std::int64_t j) const { return (j >= sink_end && j < candidates_end) || j >= after_begin; }
+  /// The number of candidate keys in a sequence of nkv keys.
+  SPATTN_INLINE std::int64_t candidate_count(std::int64_t nkv) const {
+    const std::int64_t before = candidates_end - sink_end, after = nkv - after_begin;
+    return (before > 0 ? before : 0) + (after > 0 ? after : 0);
+  }
+  /// Key j is a sink or local-window key: always kept where the group reaches it (a key neither this nor a candidate
+  /// is past the group's reach; sink keys may be too, and the mask drops them).
+  SPATTN_INLINE bool always_kept(std::int64_t j) const { return j < sink_end || (j >= local.begin && j < local.end); }
 };
 SPATTN_INLINE GroupKeys group_keys(std::int64_t n_sink, std::int64_t local_lead, std::int64_t group_rows, std::int64_t first,
                                    std::int64_t last, std::int64_t nq, std::int64_t nkv, bool causal) {
   GroupKeys g;
   g.sink_end = n_sink < nkv ? n_sink : nkv;
   g.local = local_window(n_sink, local_lead, first + (nkv - nq), group_reach_end(first, last, nq, nkv, causal, group_rows));
+  g.local.begin = g.local.begin < nkv ? g.local.begin : nkv;  // a sink longer than the sequence: an empty window at nkv
   g.local.end = g.local.end < nkv ? g.local.end : nkv;
   g.candidates_end = g.local.begin < nkv ? g.local.begin : nkv;
   g.after_begin = causal ? nkv : (g.local.end > g.sink_end ? g.local.end : g.sink_end);
