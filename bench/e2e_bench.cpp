@@ -270,10 +270,8 @@ int main(int argc, char** argv) {
             const float kokkos_est = median_ms([&] { e = spattn::estimate(config, p, q, k, kokkos_options); }, 1, 3);
 #if defined(SPATTN_BENCH_KOKKOS)
             // The mask left in device memory (what sparse_attention's Kokkos pipeline hands its executor).
-            float kokkos_device = -1.0f;
-            const auto* fg = std::get_if<fg_attn::Config>(&config);
-            if (fg == nullptr || fg->semantics != fg_attn::Semantics::union_keys)
-              kokkos_device = median_ms([&] { kokkos::DeviceEstimate d = kokkos::estimate_on_device(config, p, q, k); }, 1, 3);
+            const float kokkos_device =
+                median_ms([&] { kokkos::DeviceEstimate d = kokkos::estimate_on_device(config, p, q, k); }, 1, 3);
 #else
             const float kokkos_device = -1.0f;
 #endif

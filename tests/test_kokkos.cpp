@@ -94,9 +94,17 @@ TEST_CASE("kokkos: estimate_on_device, then attend over the mask where it lies, 
   fg_attn::Config fg;
   fg.tile_q = fg.tile_k = 16;
   fg.top_p = 0.7f;
-  for (const MethodConfig& config : {MethodConfig{sp}, MethodConfig{an}, MethodConfig{fg}, MethodConfig{DenseConfig{}}}) {
+  fg_attn::Config fg_xor = fg, fg_consecutive = fg;  // UNION semantics: the merge plan built on the device
+  fg_xor.semantics = fg_consecutive.semantics = fg_attn::Semantics::union_keys;
+  fg_xor.work_rows = 48;
+  fg_consecutive.merge = fg_attn::Merge::consecutive;
+  for (const MethodConfig& config : {MethodConfig{sp}, MethodConfig{an}, MethodConfig{fg}, MethodConfig{fg_xor},
+                                     MethodConfig{fg_consecutive}, MethodConfig{DenseConfig{}}}) {
     const std::string method(method_name(config));
     CAPTURE(method);
+    const auto* fg_config = std::get_if<fg_attn::Config>(&config);
+    const bool union_keys = fg_config != nullptr && fg_config->semantics == fg_attn::Semantics::union_keys;
+    CAPTURE(union_keys);
     const kokkos::DeviceEstimate device = kokkos::estimate_on_device(config, c.p, c.q.view(), c.k.view());
     const Estimate got = device.download();
     EstimateOptions eo;
@@ -110,6 +118,12 @@ TEST_CASE("kokkos: estimate_on_device, then attend over the mask where it lies, 
     CHECK(got.candidates == want.candidates);
     CHECK(got.selected == want.selected);
     CHECK(got.anchor_state.size() == want.anchor_state.size());
+    if (!std::holds_alternative<anchor_attn::Config>(config)) {  // the reference's mask, bit for bit (anchors: rounding)
+      const Estimate reference_estimate = estimate(config, c.p, c.q.view(), c.k.view());
+      CHECK(got.mask.row_ptr == reference_estimate.mask.row_ptr);
+      CHECK(got.mask.tiles == reference_estimate.mask.tiles);
+    }
+    if (union_keys) CHECK(got.mask.tiles.size() > estimate(fg, c.p, c.q.view(), c.k.view()).mask.tiles.size());
 
     HostTensor o(DType::f32, 1, 2, 161, 64, Layout::bnhd), ref = o;
     std::memset(o.data(), 0xff, o.size_bytes());  // NaN: a row the executor skips fails
@@ -159,10 +173,6 @@ TEST_CASE("kokkos: upload a mask once, attend over it twice, as attend() over th
 
 TEST_CASE("kokkos: estimate_on_device and its attend refuse what they cannot do, in words") {
   SmallCall c;
-  fg_attn::Config fg;
-  fg.tile_q = fg.tile_k = 16;
-  fg.semantics = fg_attn::Semantics::union_keys;
-  CHECK_THROWS_WITH_AS(kokkos::estimate_on_device(fg, c.p, c.q.view(), c.k.view()), doctest::Contains("union semantics"), Error);
   const kokkos::DeviceEstimate device = kokkos::estimate_on_device(sparge::Config{}, c.p, c.q.view(), c.k.view());
   Problem longer = c.p;
   longer.seqlen_q = longer.seqlen_kv = 50;  // another problem: the mask was not estimated for it

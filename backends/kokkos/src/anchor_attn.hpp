@@ -51,20 +51,15 @@ namespace detail {
 inline constexpr int kAnchorRows = 64, kAnchorChunk = 32, kAnchorBlock = 4;
 
 /// The anchor region as a mask in the execution space's memory: tile_k = 1, one row per (sequence, group) — the
-/// region does not depend on the head (mask_heads = 1) — holding GroupKeys::region_key(0 … region_size). row_ptr by a
-/// scan over the rows (its total stays on the device: the key array is allocated for a bound of it), then a team per
-/// row fills its keys.
-struct RegionScan {
-  using value_type = std::int64_t;
+/// region does not depend on the head (mask_heads = 1) — holding GroupKeys::region_key(0 … region_size). Each row's
+/// size, then scan_rows (device_estimate.hpp: the total stays on the device, the key array is allocated for a bound of
+/// it), then a team per row fills its keys.
+struct RegionSize {
   AnchorGeometry g;
   std::int64_t* row_ptr;
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r, std::int64_t& sum, bool final) const {
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r) const {
     const AnchorGeometry::Group grp = g.at(r / g.groups, r % g.groups);
-    sum += grp.valid ? grp.keys.region_size() : 0;
-    if (final) {
-      row_ptr[r + 1] = sum;
-      if (r == 0) row_ptr[0] = 0;
-    }
+    row_ptr[r + 1] = grp.valid ? grp.keys.region_size() : 0;
   }
 };
 template <class Exec>
@@ -282,8 +277,9 @@ EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& 
 #if defined(SPATTN_KOKKOS_MMA)
     const std::int64_t rows = p.batch * groups;
     Kokkos::View<std::int64_t*, Mem> row_ptr(std::string("spattn::region_row_ptr"), static_cast<std::size_t>(rows + 1));
-    Kokkos::parallel_scan("spattn::kokkos::anchor_region_scan", Kokkos::RangePolicy<Exec>(0, rows),
-                          detail::RegionScan{geo, row_ptr.data()});
+    Kokkos::parallel_for("spattn::kokkos::anchor_region_size", Kokkos::RangePolicy<Exec>(0, rows),
+                         detail::RegionSize{geo, row_ptr.data()});
+    detail::scan_rows<Exec>(row_ptr.data(), rows);
     // A row's region: at most the sink, the group and the lead before it, and at most the sequence.
     const std::int64_t per_row = std::min(tk, c.n_sink + group + c.local_lead);  // tk: keys of the longest sequence
     Kokkos::View<std::int32_t*, Mem> keys(Kokkos::view_alloc(std::string("spattn::region_keys"), Kokkos::WithoutInitializing),

@@ -49,15 +49,6 @@ std::vector<std::string> memory_reasons(std::initializer_list<const TensorView*>
   return {};
 }
 
-/// Why a pipeline cannot keep `config`'s mask in device memory (FG-Attn's union semantics: the merge planner runs on
-/// the host), or empty.
-std::string host_planner_reason(const MethodConfig& config) {
-  const auto* fg = std::get_if<fg_attn::Config>(&config);
-  if (fg != nullptr && fg->semantics == fg_attn::Semantics::union_keys)
-    return "FG-Attn's union semantics are planned on the host (spattn::estimate, then attend)";
-  return {};
-}
-
 /// The executor's limit on its league (row blocks of 64 rows on a GPU, 128 on the host), or empty.
 std::string row_block_reason(const Problem& p, const MaskShape& shape) {
   const std::int64_t blocks = (shape.tile_q + 63) / 64;
@@ -153,7 +144,6 @@ std::vector<std::string> KokkosBackend::sparse_attention_not_supported_reasons(
   std::vector<std::string> why = estimate_not_supported_reasons(config, p, q, k, eo);
   for (std::string& r : memory_reasons({&q, &k, &v, &o}, options.backend))
     if (std::find(why.begin(), why.end(), r) == why.end()) why.push_back(std::move(r));
-  if (const std::string r = host_planner_reason(config); !r.empty()) why.push_back(r);
   if (const std::string r = row_block_reason(p, estimated_mask_shape(config, p)); !r.empty()) why.push_back(r);
   return why;
 }
@@ -191,8 +181,7 @@ DeviceEstimate estimate_on_device(const MethodConfig& config, const Problem& p, 
   validate(config, p);
   EstimateOptions eo;
   eo.backend = "kokkos";
-  std::vector<std::string> why = KokkosBackend().estimate_not_supported_reasons(config, p, q, k, eo);
-  if (const std::string r = host_planner_reason(config); !r.empty()) why.push_back(r);
+  const std::vector<std::string> why = KokkosBackend().estimate_not_supported_reasons(config, p, q, k, eo);
   if (!why.empty()) fail_with(std::string(method_name(config)) + " estimate for " + p.describe(), why);
   if (q.memory == Memory::host) check_input_range(p, q, k, nullptr);
   const auto lock = kokkos_ready();

@@ -34,7 +34,7 @@ struct EstimateViews {
 
 namespace detail {
 
-/// Kept tiles of mask row r below its reachable count; row 0 also writes row_ptr[0] = 0.
+/// Kept tiles of mask row r below its reachable count, at row_ptr[r + 1].
 template <class Exec>
 struct MaskRowCount {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -53,22 +53,47 @@ struct MaskRowCount {
     std::int64_t kept = 0;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, reach(r)), [&](std::int64_t j, std::int64_t& n) { n += row[j] != 0 ? 1 : 0; }, kept);
-    Kokkos::single(Kokkos::PerTeam(team), [&]() {
-      row_ptr[r + 1] = kept;
-      if (r == 0) row_ptr[0] = 0;
-    });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { row_ptr[r + 1] = kept; });
   }
 };
 
-/// row_ptr[1 … rows] from counts to inclusive sums (each entry read and written by its own index only).
-struct MaskRowScan {
-  using value_type = std::int64_t;
+/// row_ptr[1 … rows] from counts to inclusive sums, row_ptr[0] = 0, in one team: each thread sums a contiguous part of
+/// the rows into team scratch, then adds the parts before its own and writes its part's sums (each entry read and
+/// written by its own thread only). Kokkos' parallel_scan took 0.4–0.7 ms a call on Kokkos::Cuda for 16 to 32K rows
+/// (H100, bench/kokkos_kernel_timer.cpp); this is one short kernel.
+template <class Exec>
+struct RowScan {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  std::int64_t rows;
   std::int64_t* row_ptr;
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r, std::int64_t& sum, bool final) const {
-    sum += row_ptr[r + 1];
-    if (final) row_ptr[r + 1] = sum;
+  static std::size_t scratch_bytes(int team_size) { return sizeof(std::int64_t) * static_cast<std::size_t>(team_size) + 64; }
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const int n = team.team_size(), me = team.team_rank();
+    const std::int64_t per = (rows + n - 1) / n;
+    const std::int64_t begin = me * per < rows ? me * per : rows, end = begin + per < rows ? begin + per : rows;
+    auto* part = static_cast<std::int64_t*>(team.team_scratch(0).get_shmem(sizeof(std::int64_t) * n));
+    std::int64_t sum = 0;
+    for (std::int64_t r = begin; r < end; ++r) sum += row_ptr[r + 1];
+    part[me] = sum;
+    team.team_barrier();
+    std::int64_t at = 0;
+    for (int t = 0; t < me; ++t) at += part[t];
+    for (std::int64_t r = begin; r < end; ++r) {
+      at += row_ptr[r + 1];
+      row_ptr[r + 1] = at;
+    }
+    if (me == 0) row_ptr[0] = 0;
   }
 };
+
+/// RowScan over row_ptr[0 … rows] in Exec (row r's count at row_ptr[r + 1] before, its end after).
+template <class Exec>
+void scan_rows(std::int64_t* row_ptr, std::int64_t rows) {
+  const int ts = team_size<Exec>();
+  Kokkos::parallel_for("spattn::kokkos::row_scan",
+                       Kokkos::TeamPolicy<Exec>(1, ts).set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(RowScan<Exec>::scratch_bytes(ts)))),
+                       RowScan<Exec>{rows, row_ptr});
+}
 
 /// Row r's kept tile ids, ascending, at tiles[row_ptr[r] …]: each thread takes a contiguous part of the row, counts
 /// its kept tiles into team scratch, and stores its ids after those of the threads before it (a scan written out
@@ -129,7 +154,7 @@ void set_mask_from_bitmap(EstimateViews<Exec>& e, const DeviceShape& s,
                                          e.row_ptr.data()};
   const int league = static_cast<int>(rows), ts = team_size<Exec>();
   Kokkos::parallel_for("spattn::kokkos::mask_count", Policy(league, ts), count);
-  Kokkos::parallel_scan("spattn::kokkos::mask_scan", Kokkos::RangePolicy<Exec>(0, rows), detail::MaskRowScan{e.row_ptr.data()});
+  detail::scan_rows<Exec>(e.row_ptr.data(), rows);
   Kokkos::parallel_for("spattn::kokkos::mask_fill",
                        Policy(league, ts).set_scratch_size(
                            0, Kokkos::PerTeam(static_cast<int>(detail::MaskRowFill<Exec>::scratch_bytes(ts)))),

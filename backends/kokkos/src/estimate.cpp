@@ -64,10 +64,7 @@ std::shared_ptr<const DeviceEstimate::Data> run_estimate_on_device(const MethodC
 }
 
 Estimate run_estimate(const MethodConfig& config, const Problem& p, const TensorView& q, const TensorView& k) {
-  Estimate e = on_space(q.memory, [&](auto exec) { return download(estimate_on<decltype(exec)>(config, p, q, k)); });
-  if (const auto* c = std::get_if<fg_attn::Config>(&config); c != nullptr && c->semantics == fg_attn::Semantics::union_keys)
-    e.mask = fg_attn::effective_mask(e.mask, fg_attn::plan(e.mask, *c), c->semantics);
-  return e;
+  return on_space(q.memory, [&](auto exec) { return download(estimate_on<decltype(exec)>(config, p, q, k)); });
 }
 
 SparseAttentionResult run_sparse_attention(const MethodConfig& config, const Problem& p, const TensorView& q,

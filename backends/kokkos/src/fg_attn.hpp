@@ -4,7 +4,11 @@
 //      (column_mean);
 //   2. a team per (batch, query head, query tile): pooled logits (pooled_logit, the tail weight), the dense fallback,
 //      the selection order (team_sort.hpp), the top-p cut by top_cdf_count (crossing included); a bitmap row.
-// Union semantics and merging are the core's host functions over the resulting mask (fg_attn::plan, effective_mask).
+//   3. UNION semantics with a merge plan (fg_attn::effective_mask over fg_attn::plan, on the device: the mask stays
+//      there): consecutive groups of R = work_rows / tile_q tiles, or the greedy merge-XOR groups (each row's kept
+//      tiles as a bitset, a team per (batch, head) running the core's merge_key / xor_distance greedy); then every
+//      member's bitmap row becomes its group's union, each keeping what it reaches. EXACT masks do not depend on the
+//      plan (the executor runs each tile's own keys).
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -107,6 +111,148 @@ struct FgSelect {
   }
 };
 
+
+// ---- UNION semantics on the device: fg_attn::plan's groups and fg_attn::effective_mask's union rows ----
+
+/// The plan's geometry: rows (b·Hq + h)·tq + t of the per-tile bitmap, R tiles a group.
+struct FgPlan {
+  DeviceShape s;
+  std::int32_t tile_q, tile_k;
+  std::int64_t tq, tk, words, r;
+  /// Query tiles of sequence b that take part in the plan (fg_attn::plan: those starting before its end).
+  KOKKOS_INLINE_FUNCTION std::int64_t tiles(std::int64_t b) const { return (s.nq(b) + tile_q - 1) / tile_q; }
+  /// Key tiles of mask row `row` (what the mask keeps of its bitmap row: TileMask::from_bitmap).
+  KOKKOS_INLINE_FUNCTION std::int64_t reach(std::int64_t row) const {
+    const std::int64_t b = row / (s.heads_q * tq);
+    return mask_policy::reachable_tiles<std::int64_t>(row % tq, tile_q, tile_k, s.nq(b), s.nkv(b), s.causal);
+  }
+};
+
+/// A team per mask row: its kept key tiles as a bitset of `words` words (bit k of word k / 64).
+template <class Exec>
+struct FgBits {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  FgPlan g;
+  const std::uint8_t* keep;
+  std::uint64_t* bits;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t row = team.league_rank(), reach = g.reach(row);
+    const std::uint8_t* in = keep + row * g.tk;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, g.words), [&](std::int64_t w) {
+      std::uint64_t word = 0;
+      for (std::int64_t e = 0; e < 64 && 64 * w + e < reach; ++e)
+        if (in[64 * w + e] != 0) word |= std::uint64_t{1} << e;
+      bits[row * g.words + w] = word;
+    });
+  }
+};
+
+/// The greedy merge-XOR groups of fg_attn::plan, a team per (batch, head): the lowest ungrouped tile anchors a group
+/// and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(xor_distance, index), one team min-reduction
+/// each. groups[bh·tq …] lists the tiles in group order: group g is entries [g·R, min(g·R + R, tiles)).
+template <class Exec>
+struct FgXorGroups {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  FgPlan g;
+  const std::uint64_t* bits;
+  std::int32_t* groups;
+  int level;
+  static std::size_t scratch_bytes(std::int64_t tq) { return static_cast<std::size_t>(tq) * 9 + 64; }
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    constexpr std::uint64_t kNone = ~std::uint64_t{0};
+    const std::int64_t bh = team.league_rank(), n = g.tiles(bh / g.s.heads_q);
+    auto* key = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * g.tq));
+    auto* used = static_cast<std::uint8_t*>(team.team_scratch(level).get_shmem(g.tq));
+    const std::uint64_t* head = bits + bh * g.tq * g.words;
+    std::int32_t* out = groups + bh * g.tq;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](std::int64_t i) { used[i] = 0; });
+    team.team_barrier();
+    std::int64_t placed = 0;
+    for (std::int64_t anchor = 0; anchor < n; ++anchor) {
+      if (used[anchor] != 0) continue;  // every thread reads the same flags after a barrier: the loop stays uniform
+      const std::int64_t take = n - placed - 1 < g.r - 1 ? n - placed - 1 : g.r - 1;  // ungrouped others, at most R − 1
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, anchor + 1, n), [&](std::int64_t i) {
+        key[i] = used[i] != 0 ? kNone
+                              : fg_attn::merge_key(fg_attn::xor_distance(head + anchor * g.words, head + i * g.words, g.words),
+                                                   static_cast<std::int32_t>(i));
+      });
+      Kokkos::single(Kokkos::PerTeam(team), [&]() { out[placed] = static_cast<std::int32_t>(anchor); });
+      team.team_barrier();
+      for (std::int64_t t = 0; t < take; ++t) {  // the nearest ungrouped tile, take times
+        std::uint64_t best = kNone;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, anchor + 1, n), [&](std::int64_t i, std::uint64_t& m) { m = key[i] < m ? key[i] : m; },
+            Kokkos::Min<std::uint64_t>(best));
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          const std::int32_t i = fg_attn::merge_key_index(best);
+          used[i] = 1;
+          key[i] = kNone;
+          out[placed + 1 + t] = i;
+        });
+        team.team_barrier();
+      }
+      Kokkos::single(Kokkos::PerTeam(team), [&]() { used[anchor] = 1; });
+      placed += 1 + take;
+      team.team_barrier();
+    }
+  }
+};
+
+/// A team per (group, (batch, head)): every member's bitmap row becomes the union of the members' kept tiles
+/// (consecutive members g·R … when `groups` is null, else groups[bh·tq + g·R …]); set_mask_from_bitmap then keeps of
+/// it what each member reaches (fg_attn::effective_mask through TileMask::from_rows).
+template <class Exec>
+struct FgUnionRows {
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  FgPlan g;
+  const std::int32_t* groups;
+  const std::uint8_t* keep;
+  std::uint8_t* out;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t groups_per_head = (g.tq + g.r - 1) / g.r;
+    const std::int64_t bh = team.league_rank() / groups_per_head, first = (team.league_rank() % groups_per_head) * g.r;
+    const std::int64_t n = g.tiles(bh / g.s.heads_q);
+    if (first >= n) return;
+    const std::int64_t members = n - first < g.r ? n - first : g.r;
+    const auto row = [&](std::int64_t m) { return bh * g.tq + (groups != nullptr ? groups[bh * g.tq + first + m] : first + m); };
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, g.tk), [&](std::int64_t j) {
+      std::uint8_t v = 0;
+      for (std::int64_t m = 0; m < members; ++m) {
+        const std::int64_t r = row(m);
+        if (j < g.reach(r) && keep[r * g.tk + j] != 0) v = 1;
+      }
+      for (std::int64_t m = 0; m < members; ++m) out[row(m) * g.tk + j] = v;
+    });
+  }
+};
+
+/// The bitmap of `keep` under UNION semantics with c's merge plan (consecutive or greedy merge-XOR groups), built in
+/// Exec's memory: the plan is fg_attn::plan's, the rows fg_attn::effective_mask's (bit-identical masks).
+template <class Exec>
+Kokkos::View<std::uint8_t*, typename Exec::memory_space> fg_union_bitmap(
+    const FgPlan& g, const fg_attn::Config& c, const Kokkos::View<std::uint8_t*, typename Exec::memory_space>& keep) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  using Mem = typename Exec::memory_space;
+  const std::int64_t rows = g.s.batch * g.s.heads_q * g.tq, heads = g.s.batch * g.s.heads_q;
+  const int ts = team_size<Exec>();
+  Kokkos::View<std::int32_t*, Mem> groups(std::string("spattn::fg_groups"), 0);
+  if (c.merge == fg_attn::Merge::xor_greedy) {
+    Kokkos::View<std::uint64_t*, Mem> bits(Kokkos::view_alloc(std::string("spattn::fg_bits"), Kokkos::WithoutInitializing),
+                                           static_cast<std::size_t>(rows * g.words));
+    Kokkos::parallel_for("spattn::kokkos::fg_attn_bits", Policy(static_cast<int>(rows), ts), FgBits<Exec>{g, keep.data(), bits.data()});
+    groups = Kokkos::View<std::int32_t*, Mem>(std::string("spattn::fg_groups"), static_cast<std::size_t>(rows));
+    const std::size_t bytes = FgXorGroups<Exec>::scratch_bytes(g.tq);
+    const int level = scratch_level<Exec>(bytes);
+    Kokkos::parallel_for("spattn::kokkos::fg_attn_xor_groups",
+                         Policy(static_cast<int>(heads), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
+                         FgXorGroups<Exec>{g, bits.data(), groups.data(), level});
+  }
+  Kokkos::View<std::uint8_t*, Mem> out(std::string("spattn::keep_union"), static_cast<std::size_t>(rows * g.tk));
+  Kokkos::parallel_for("spattn::kokkos::fg_attn_union_rows", Policy(static_cast<int>(heads * ((g.tq + g.r - 1) / g.r)), ts),
+                       FgUnionRows<Exec>{g, groups.size() > 0 ? groups.data() : nullptr, keep.data(), out.data()});
+  return out;
+}
+
 }  // namespace detail
 
 template <class Exec>
@@ -138,7 +284,12 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& p, const TensorView& q, c
                                               q_mean.data(), k_mean.data(), keep.data(), level});
   EstimateViews<Exec> out{};
   out.shape = shape;
-  set_mask_from_bitmap(out, s, keep);
+  if (c.semantics == fg_attn::Semantics::union_keys && c.merge != fg_attn::Merge::none) {
+    const detail::FgPlan plan{s, c.tile_q, c.tile_k, tq, tk, fg_attn::bitset_words(tk), c.work_rows / c.tile_q};
+    set_mask_from_bitmap(out, s, detail::fg_union_bitmap<Exec>(plan, c, keep));
+  } else {
+    set_mask_from_bitmap(out, s, keep);
+  }
   return out;
 }
 

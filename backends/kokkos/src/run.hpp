@@ -46,13 +46,13 @@ struct DeviceEstimate::Data {
 
 /// A host mask copied as it is into `memory` (kokkos::upload).
 std::shared_ptr<const DeviceEstimate::Data> upload_mask(const TileMask& mask, Memory memory);
-/// The method's estimate with its mask in the tensors' memory (FG-Attn: before its union semantics).
+/// The method's estimate with its mask in the tensors' memory.
 std::shared_ptr<const DeviceEstimate::Data> run_estimate_on_device(const MethodConfig& config, const Problem& problem,
                                                                   const TensorView& q, const TensorView& k);
-/// The method's estimate (FG-Attn: its union semantics applied on the host), downloaded.
+/// The method's estimate, downloaded.
 Estimate run_estimate(const MethodConfig& config, const Problem& problem, const TensorView& q, const TensorView& k);
 /// estimate → attend with the mask kept in the tensors' memory between the stages; the estimate downloaded after the
-/// executor. Not for FG-Attn's union semantics (its planner runs on the host).
+/// executor.
 SparseAttentionResult run_sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
                                            const TensorView& k, const TensorView& v, const TensorView& o,
                                            const AttendOptions& options);
