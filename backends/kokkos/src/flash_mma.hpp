@@ -234,17 +234,19 @@ struct FlashMma {
       }
     };
 
+    // The keys of chunk 0 (and 1: the statistics pass finds them two ahead), K of chunk 0, Q into registers.
+    find_keys(0);
+    if constexpr (!kPV) find_keys(1);
+    team.team_barrier();
+    if (chunks > 0) load_rows(sk, kg, k_sn, 0);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
+    team.team_barrier();
+    load_q_fragments();
     if constexpr (kPV) {
       // Per chunk c: barrier 1 (K of c loaded; V of c − 1 and the keys of c − 1 no longer read), V of c loads, the keys
       // of c + 1 are found, Q·Kᵀ and the softmax step; barrier 2 (V of c loaded; K of c no longer read), K of c + 1
       // loads, P·V.
-      find_keys(0);
-      team.team_barrier();
-      if (chunks > 0) load_rows(sk, kg, k_sn, 0);
-      cp_async_commit();
-      cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
-      team.team_barrier();
-      load_q_fragments();
       for (int c = 0; c < chunks; ++c) {
         cp_async_wait<0>();
         team.team_barrier();
@@ -276,14 +278,6 @@ struct FlashMma {
       // The statistics pass, per chunk c: one barrier (K of c loaded; every warp done with chunk c − 1, so K's other
       // buffer and the key slot of c + 2 are free), K of c + 1 loads into the other buffer, the keys of c + 2 are
       // found, Q·Kᵀ and the softmax step on buffer c % 2 (sk, then sv: one block of 2 · kKeys rows).
-      find_keys(0);
-      find_keys(1);
-      team.team_barrier();
-      if (chunks > 0) load_rows(sk, kg, k_sn, 0);
-      cp_async_commit();
-      cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
-      team.team_barrier();
-      load_q_fragments();
       for (int c = 0; c < chunks; ++c) {
         cp_async_wait<0>();
         team.team_barrier();
