@@ -13,8 +13,7 @@
 namespace spattn::kokkos {
 namespace {
 
-/// The method's estimate in Exec's memory (DenseConfig: the dense mask, uploaded; FG-Attn: per query tile, before its
-/// union semantics).
+/// The method's estimate in Exec's memory (DenseConfig: the dense mask, uploaded; FG-Attn: its semantics applied there).
 template <class Exec>
 EstimateViews<Exec> estimate_on(const MethodConfig& config, const Problem& p, const TensorView& q, const TensorView& k) {
   return std::visit(
