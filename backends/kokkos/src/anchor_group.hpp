@@ -19,8 +19,8 @@ struct AnchorGeometry {
     std::int64_t nq = 0, nkv = 0, first = 0, last = 0;
     bool valid = false;
     anchor_attn::GroupKeys keys;
-    /// Pooled blocks of `block` rows (the last one partial).
-    KOKKOS_INLINE_FUNCTION std::int64_t blocks(std::int64_t block) const { return (last - first + block) / block; }
+    /// Pooled blocks of `rows` rows (the last one partial).
+    KOKKOS_INLINE_FUNCTION std::int64_t blocks(std::int64_t rows) const { return (last - first + rows) / rows; }
   };
   KOKKOS_INLINE_FUNCTION Group at(std::int64_t b, std::int64_t t) const {
     Group g;
