@@ -50,33 +50,6 @@ namespace detail {
 
 inline constexpr int kAnchorRows = 64, kAnchorChunk = 32, kAnchorBlock = 4;
 
-/// The anchor region as a mask in the execution space's memory: tile_k = 1, one row per (sequence, group) — the
-/// region does not depend on the head (mask_heads = 1) — holding GroupKeys::region_key(0 … region_size). Each row's
-/// size, then scan_rows (device_estimate.hpp: the total stays on the device, the key array is allocated for a bound of
-/// it), then a team per row fills its keys.
-struct RegionSize {
-  AnchorGeometry g;
-  std::int64_t* row_ptr;
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r) const {
-    const AnchorGeometry::Group grp = g.at(r / g.groups, r % g.groups);
-    row_ptr[r + 1] = grp.valid ? grp.keys.region_size() : 0;
-  }
-};
-template <class Exec>
-struct RegionFill {
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  AnchorGeometry g;
-  const std::int64_t* row_ptr;
-  std::int32_t* keys;
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t r = team.league_rank();
-    const AnchorGeometry::Group grp = g.at(r / g.groups, r % g.groups);
-    std::int32_t* out = keys + row_ptr[r];
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_ptr[r + 1] - row_ptr[r]),
-                         [&](std::int64_t p) { out[p] = static_cast<std::int32_t>(grp.keys.region_key(p)); });
-  }
-};
-
 template <class Exec>
 struct AnchorPass {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -275,29 +248,7 @@ EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& 
   Kokkos::View<float*, Mem> anchors(std::string("spattn::anchors"), static_cast<std::size_t>(2 * p.batch * p.heads_q * p.seqlen_q));
   if (detail::anchor_pass_on_mma<Exec>(p, q, k)) {
 #if defined(SPATTN_KOKKOS_MMA)
-    const std::int64_t rows = p.batch * groups;
-    Kokkos::View<std::int64_t*, Mem> row_ptr(std::string("spattn::region_row_ptr"), static_cast<std::size_t>(rows + 1));
-    Kokkos::parallel_for("spattn::kokkos::anchor_region_size", Kokkos::RangePolicy<Exec>(0, rows),
-                         detail::RegionSize{geo, row_ptr.data()});
-    detail::scan_rows<Exec>(row_ptr.data(), rows);
-    // A row's region: at most the sink, the group and the lead before it, and at most the sequence.
-    const std::int64_t per_row = std::min(tk, c.n_sink + group + c.local_lead);  // tk: keys of the longest sequence
-    Kokkos::View<std::int32_t*, Mem> keys(Kokkos::view_alloc(std::string("spattn::region_keys"), Kokkos::WithoutInitializing),
-                                          static_cast<std::size_t>(rows * per_row));
-    Kokkos::parallel_for("spattn::kokkos::anchor_region_fill", Policy(idx(rows), ts),
-                         detail::RegionFill<Exec>{geo, row_ptr.data(), keys.data()});
-    detail::AttendArgs a;
-    a.s = s;
-    a.q = qt;
-    a.k = a.v = kt;
-    a.state_out = reinterpret_cast<SoftmaxState*>(anchors.data());
-    a.row_ptr = row_ptr.data();
-    a.tiles = keys.data();
-    a.mask_heads = 1;
-    a.q_tiles = groups;
-    a.tile_q = static_cast<std::int32_t>(group);
-    a.tile_k = 1;
-    detail::run_mma_kernel<false>(a, q.dtype, d);
+    detail::run_anchor_pass_mma(geo, qt, kt, q.dtype, tk, anchors.data());
 #endif
   } else {
     constexpr std::int64_t R = detail::kAnchorRows, C = detail::kAnchorChunk;

@@ -1,6 +1,7 @@
-// AnchorAttention's stripes on tensor cores (Kokkos::Cuda, sm_80 and later), for groups of at most 16 pooled blocks
-// (the default 16 blocks of 128 rows): the NVIDIA specialization of anchor_attn.hpp's AnchorStripes.
-// A team of 128 threads (4 warps) per (mask row, range of kTeamKeys keys). The group's q̄ rows (fp32) are the m16 A
+// AnchorAttention on tensor cores (Kokkos::Cuda, sm_80 and later), the NVIDIA specializations of anchor_attn.hpp's
+// AnchorPass and AnchorStripes. The anchor pass: flash_mma.hpp's statistics pass over the anchor-region mask, built
+// here on the device. The stripes, for groups of at most 16 pooled blocks (the default 16 blocks of 128 rows): a
+// team of 128 threads (4 warps) per (mask row, range of kTeamKeys keys). The group's q̄ rows (fp32) are the m16 A
 // operand in two 16-bit pieces each (ptx::split_pieces: their sum is q̄ within 2⁻¹⁸·|q̄| in bf16), held in registers;
 // the candidate keys of the range are visited in chunks of 64 keys double-buffered in team scratch (cp.async, one team
 // barrier a chunk), each warp scoring 16 of them (mma.sync, fp32 sums) against every pooled block. The decision is the
@@ -15,13 +16,74 @@
 #include "nvidia_mma.hpp"
 
 #if defined(SPATTN_KOKKOS_MMA)
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "anchor_group.hpp"
+#include "device_estimate.hpp"
+#include "flash_mma.hpp"
 #include "kernel_args.hpp"
 #include "spattn/methods/anchor_attn.hpp"
 
 namespace spattn::kokkos::detail {
+
+/// The anchor region as a mask in CUDA memory, for the tensor-core anchor pass: tile_k = 1, one row per (sequence,
+/// group) — the region does not depend on the head (mask_heads = 1) — holding GroupKeys::region_key(0 … region_size).
+/// Each row's size, then scan_rows (the total stays on the device: the key array is allocated for a bound of it), then
+/// a team per row fills its keys.
+struct RegionSize {
+  AnchorGeometry g;
+  std::int64_t* row_ptr;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t r) const {
+    const AnchorGeometry::Group grp = g.at(r / g.groups, r % g.groups);
+    row_ptr[r + 1] = grp.valid ? grp.keys.region_size() : 0;
+  }
+};
+struct RegionFill {
+  using Member = Kokkos::TeamPolicy<Kokkos::Cuda>::member_type;
+  AnchorGeometry g;
+  const std::int64_t* row_ptr;
+  std::int32_t* keys;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
+    const std::int64_t r = team.league_rank();
+    const AnchorGeometry::Group grp = g.at(r / g.groups, r % g.groups);
+    std::int32_t* out = keys + row_ptr[r];
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_ptr[r + 1] - row_ptr[r]),
+                         [&](std::int64_t p) { out[p] = static_cast<std::int32_t>(grp.keys.region_key(p)); });
+  }
+};
+
+/// AnchorAttention's anchor pass on tensor cores: flash_mma.hpp's statistics pass (kPV = false) over the anchor-region
+/// mask; each row's (m, l) to anchors[2 · ((b·Hq + h)·Nq + i)]. The executor's per-row causal rule clips the region
+/// exactly as anchor_attn::row_anchor_region does. tk: keys of the longest sequence.
+inline void run_anchor_pass_mma(const AnchorGeometry& geo, const DeviceTensor& q, const DeviceTensor& k, DType dtype,
+                                std::int64_t tk, float* anchors) {
+  using Mem = Kokkos::Cuda::memory_space;
+  const std::int64_t rows = geo.s.batch * geo.groups;
+  Kokkos::View<std::int64_t*, Mem> row_ptr(std::string("spattn::region_row_ptr"), static_cast<std::size_t>(rows + 1));
+  Kokkos::parallel_for("spattn::kokkos::anchor_region_size", Kokkos::RangePolicy<Kokkos::Cuda>(0, rows),
+                       RegionSize{geo, row_ptr.data()});
+  scan_rows<Kokkos::Cuda>(row_ptr.data(), rows);
+  // A row's region: at most the sink, the group and the lead before it, and at most the sequence.
+  const std::int64_t per_row = std::min(tk, geo.n_sink + geo.group + geo.local_lead);
+  Kokkos::View<std::int32_t*, Mem> keys(Kokkos::view_alloc(std::string("spattn::region_keys"), Kokkos::WithoutInitializing),
+                                        static_cast<std::size_t>(rows * per_row));
+  Kokkos::parallel_for("spattn::kokkos::anchor_region_fill", Kokkos::TeamPolicy<Kokkos::Cuda>(static_cast<int>(rows), 128),
+                       RegionFill{geo, row_ptr.data(), keys.data()});
+  AttendArgs a;
+  a.s = geo.s;
+  a.q = q;
+  a.k = a.v = k;
+  a.state_out = reinterpret_cast<SoftmaxState*>(anchors);
+  a.row_ptr = row_ptr.data();
+  a.tiles = keys.data();
+  a.mask_heads = 1;
+  a.q_tiles = geo.groups;
+  a.tile_q = static_cast<std::int32_t>(geo.group);
+  a.tile_k = 1;
+  run_mma_kernel<false>(a, dtype, geo.s.d);
+}
 
 namespace stripes {
 inline constexpr int kWarps = 4;
