@@ -14,6 +14,7 @@
 #include "executor_options.hpp"
 #include "kokkos_anchor.hpp"
 #include "kokkos_bfla.hpp"
+#include "kokkos_pool.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
@@ -266,6 +267,11 @@ TEST_CASE("kokkos: executor table with the GPU's team shape on the host") {
 }
 
 /// BFLA on Kokkos, decision by decision (tests/kokkos_bfla.hpp): the portable group scores.
+TEST_CASE("kokkos: SpargeAttn and FG-Attn pooled in staged chunks of 1 and 5 rows, masks as the reference's") {
+  auto memory = conformance::host_adapter();
+  check_pool_chunks(*memory);
+}
+
 TEST_CASE("kokkos: BFLA group scores within their rounding bound, every rule after them exact") {
   auto memory = conformance::host_adapter();
   check_bfla_scores(*memory, 2.5);

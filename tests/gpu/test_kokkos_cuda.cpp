@@ -15,6 +15,7 @@
 #include "../executor_options.hpp"
 #include "../kokkos_anchor.hpp"
 #include "../kokkos_bfla.hpp"
+#include "../kokkos_pool.hpp"
 #include "cuda_memory.hpp"
 
 namespace spattn::test {
@@ -92,6 +93,12 @@ TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decis
   }
   MESSAGE("Kokkos CUDA: " << ran << " estimator cases");
   CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
+}
+
+// SpargeAttn's and FG-Attn's block pooling with 128 threads a team, staged in chunks of 1 and 5 rows.
+TEST_CASE("Kokkos CUDA: SpargeAttn and FG-Attn pooled in staged chunks of 1 and 5 rows, masks as the reference's") {
+  CudaMemory memory;
+  check_pool_chunks(memory);
 }
 
 // BFLA's group scores on the tensor cores (bfla_mma.hpp, every BFLA case of the table is fp16 / bf16), then on the

@@ -234,7 +234,6 @@ template <class Exec>
 EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& q, const TensorView& k,
                                              const anchor_attn::Config& c) {
   using Policy = Kokkos::TeamPolicy<Exec>;
-  using Mem = typename Exec::memory_space;
   const std::int64_t group = c.group_rows();
   const MaskShape shape = MaskShape::of(p, static_cast<std::int32_t>(group), 1);
   const std::int64_t groups = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
@@ -245,7 +244,7 @@ EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& 
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
 
-  Kokkos::View<float*, Mem> anchors(std::string("spattn::anchors"), static_cast<std::size_t>(2 * p.batch * p.heads_q * p.seqlen_q));
+  auto anchors = detail::workspace<Exec, float>("spattn::anchors", static_cast<std::size_t>(2 * p.batch * p.heads_q * p.seqlen_q));
   if (detail::anchor_pass_on_mma<Exec>(p, q, k)) {
 #if defined(SPATTN_KOKKOS_MMA)
     detail::run_anchor_pass_mma(geo, qt, kt, q.dtype, tk, anchors.data());
@@ -262,14 +261,14 @@ EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& 
         detail::AnchorPass<Exec>{geo, qt, kt, blocks_per_group, anchors.data(), level});
   }
   const std::int64_t rows = shape.num_rows();
-  Kokkos::View<float*, Mem> qbar(Kokkos::view_alloc(std::string("spattn::anchor_qbar"), Kokkos::WithoutInitializing),
-                                 static_cast<std::size_t>(rows * c.step * d));
-  Kokkos::View<float*, Mem> abar(Kokkos::view_alloc(std::string("spattn::anchor_abar"), Kokkos::WithoutInitializing),
-                                 static_cast<std::size_t>(rows * c.step));
+  auto qbar = detail::workspace<Exec, float>("spattn::anchor_qbar",
+                                 static_cast<std::size_t>(rows * c.step * d), false);
+  auto abar = detail::workspace<Exec, float>("spattn::anchor_abar",
+                                 static_cast<std::size_t>(rows * c.step), false);
   Kokkos::parallel_for("spattn::kokkos::anchor_means", Policy(idx(rows * c.step), ts),
                        detail::AnchorMeans<Exec>{geo, qt, anchors.data(), qbar.data(), abar.data()});
-  Kokkos::View<std::uint8_t*, Mem> keep(std::string("spattn::keep"), static_cast<std::size_t>(rows * tk));
-  Kokkos::View<std::int64_t*, Mem> counts(std::string("spattn::anchor_counts"), static_cast<std::size_t>(2 * rows));
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep", static_cast<std::size_t>(rows * tk));
+  auto counts = detail::workspace<Exec, std::int64_t>("spattn::anchor_counts", static_cast<std::size_t>(2 * rows));
   const float theta2 = anchor_attn::theta_log2(c.theta);
   if (detail::stripes_on_mma<Exec>(p, q, k, c)) {
 #if defined(SPATTN_KOKKOS_MMA)

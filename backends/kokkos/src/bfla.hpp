@@ -186,7 +186,7 @@ struct BflaBlockRule {
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) { sorted[r] = selection_key_weight(keys[r]); });
         team.team_barrier();
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          *cut = top_cdf_count(sorted, static_cast<int>(reach), c.gamma, 1, true);
+          *cut = top_cdf_count_in_place(sorted, static_cast<int>(reach), c.gamma, 1, true);
         });
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, *cut), [&](std::int64_t r) { keep[selection_key_index(keys[r])] = 1; });
@@ -266,7 +266,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
   bfla::Config plain = c;  // the kernels copy it: no heap members
 
-  Kokkos::View<float*, typename Exec::memory_space> scores(std::string("spattn::bfla_scores"),
+  auto scores = detail::workspace<Exec, float>("spattn::bfla_scores",
                                                             static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
   bool scored = false;  // by the tensor-core kernel (bfla_mma.hpp)
 #if defined(SPATTN_KOKKOS_MMA)
@@ -299,7 +299,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
                              .set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                          Scores{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, tiles_u, tiles_v, scores.data(), level});
   }
-  Kokkos::View<std::uint8_t*, typename Exec::memory_space> coarse(std::string("spattn::bfla_coarse"),
+  auto coarse = detail::workspace<Exec, std::uint8_t>("spattn::bfla_coarse",
                                                                    static_cast<std::size_t>(p.batch * p.heads_kv * geo.lq * geo.lkv));
   {
     const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(geo.lkv)) +
@@ -311,7 +311,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
                                                      scores.data(), coarse.data(), level});
   }
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles();
-  Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep",
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
   Kokkos::parallel_for("spattn::kokkos::bfla_expand", Policy(idx(shape.num_rows()), ts),
                        detail::BflaExpand<Exec>{s, geo, plain, tq, tk, coarse.data(), keep.data()});

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernel_args.hpp"
+#include "workspace.hpp"
 #include "spattn/estimate.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/mask_policy.hpp"
@@ -23,7 +24,7 @@ template <class Exec>
 struct EstimateViews {
   using Mem = typename Exec::memory_space;
   template <class T>
-  static Kokkos::View<T*, Mem> none(const char* label) { return Kokkos::View<T*, Mem>(std::string(label), 0); }
+  static Kokkos::View<T*, Mem> none(const char* label) { return detail::workspace<Exec, T>(label, 0); }
   MaskShape shape;
   Kokkos::View<std::int64_t*, Mem> row_ptr = none<std::int64_t>("spattn::row_ptr");  ///< num_rows() + 1 offsets
   Kokkos::View<std::int32_t*, Mem> tiles = none<std::int32_t>("spattn::tiles");  ///< kept tiles, ascending per row
@@ -139,11 +140,8 @@ void set_mask_from_bitmap(EstimateViews<Exec>& e, const DeviceShape& s,
                           const Kokkos::View<std::uint8_t*, typename Exec::memory_space>& keep) {
   using Policy = Kokkos::TeamPolicy<Exec>;
   const std::int64_t rows = e.shape.num_rows();
-  e.row_ptr = Kokkos::View<std::int64_t*, typename Exec::memory_space>(std::string("spattn::row_ptr"),
-                                                                       static_cast<std::size_t>(rows + 1));
-  e.tiles = Kokkos::View<std::int32_t*, typename Exec::memory_space>(
-      Kokkos::view_alloc(std::string("spattn::tiles"), Kokkos::WithoutInitializing),
-      static_cast<std::size_t>(reachable_tiles(e.shape)));
+  e.row_ptr = detail::workspace<Exec, std::int64_t>("spattn::row_ptr", static_cast<std::size_t>(rows + 1));
+  e.tiles = detail::workspace<Exec, std::int32_t>("spattn::tiles", static_cast<std::size_t>(reachable_tiles(e.shape)), false);
   const detail::MaskRowCount<Exec> count{s,
                                          e.shape.tile_q,
                                          e.shape.tile_k,

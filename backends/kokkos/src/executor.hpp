@@ -371,7 +371,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   std::vector<float> thresholds(static_cast<std::size_t>(p.heads_q), options.pv_threshold);
   if (!options.pv_threshold_per_head.empty()) thresholds = options.pv_threshold_per_head;
   const bool pv_skip = std::any_of(thresholds.begin(), thresholds.end(), [](float x) { return x < INFINITY; });
-  Kokkos::View<std::int64_t, typename Exec::memory_space> pv_skipped(std::string("spattn::pv_skipped"));
+  const auto pv_skipped = detail::workspace<Exec, std::int64_t>("spattn::pv_skipped", pv_skip ? 1 : 0);
 
   AttendStats stats;
   stats.backend = "kokkos";
@@ -418,7 +418,7 @@ AttendStats attend_on(const Problem& p, const TensorView& q, const TensorView& k
   Kokkos::parallel_reduce("spattn::kokkos::visited_tiles", Kokkos::RangePolicy<Exec>(0, mask.num_rows()),
                           detail::VisitedTiles{a.s, a.mask_heads, a.q_tiles, a.tile_q, row_ptr}, stats.visited_tiles);
   Exec().fence();
-  if (pv_skip) Kokkos::deep_copy(stats.pv_skipped, pv_skipped);
+  if (pv_skip) stats.pv_skipped = to_host(pv_skipped)[0];
   return stats;
 }
 

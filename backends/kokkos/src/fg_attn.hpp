@@ -1,9 +1,9 @@
 // FG-Attn's estimator (research/fgattn.md §2; the rules in spattn/methods/fg_attn.hpp) as Kokkos kernels, the core's
 // fixed fp32 order throughout, so that the mask is bit-identical to the reference's (reference/src/fg_attn.cpp):
-//   1. tile means of Q (per query head) and K (per KV head, stored column-major), a team per tile, a column per thread
-//      (column_mean);
+//   1. tile means of Q (per query head) and K (per KV head, stored column-major), a team per tile (block_pool.hpp:
+//      the rows staged in team scratch on a GPU, a column per thread);
 //   2. a team per (batch, query head, query tile): pooled logits (pooled_logit, the tail weight), the dense fallback,
-//      the selection order (team_sort.hpp), the top-p cut by top_cdf_count (crossing included); a bitmap row.
+//      the selection order (team_sort.hpp), the top-p cut (top_cdf_count, crossing included); a bitmap row.
 //   3. UNION semantics with a merge plan (fg_attn::effective_mask over fg_attn::plan, on the device: the mask stays
 //      there): consecutive groups of R = work_rows / tile_q tiles, or the greedy merge-XOR groups (each row's kept
 //      tiles as a bitset, a team per (batch, head) running the core's merge_key / xor_distance greedy); then every
@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
+#include "block_pool.hpp"
 #include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "team_sort.hpp"
@@ -32,28 +33,6 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& problem, const TensorView
 
 namespace detail {
 
-/// The mean of column c over tile j (`tile` rows) of head bh = b·heads + h at mean[(bh·tiles + j)·d + c], or with
-/// `transposed` at mean[(bh·d + c)·tiles + j] (the key means: the selection's threads then read consecutive tiles).
-template <class Exec>
-struct TileMeans {
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  DeviceShape s;
-  DeviceTensor t;
-  bool is_q, transposed;
-  std::int64_t heads, tile, tiles;
-  float* mean;
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t j = team.league_rank() % tiles, bh = team.league_rank() / tiles;
-    const std::int64_t b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b), first = j * tile;
-    if (first >= n) return;
-    const std::int64_t rows = tile < n - first ? tile : n - first;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t col) {
-      mean[transposed ? (bh * s.d + col) * tiles + j : (bh * tiles + j) * s.d + col] =
-          column_mean([&](std::int64_t r) { return t.load(s.row(t, is_q, b, h, first + r) + col); }, rows);
-    });
-  }
-};
-
 template <class Exec>
 struct FgSelect {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
@@ -65,6 +44,10 @@ struct FgSelect {
   const float *q_mean, *k_mean;
   std::uint8_t* keep;
   int level;
+  static constexpr int kChains = 4;
+  static std::size_t scratch_bytes(std::int64_t tk, std::int64_t d) {
+    return sizeof(std::uint64_t) * static_cast<std::size_t>(sort_length(tk)) + sizeof(float) * static_cast<std::size_t>(tk + d) + 64;
+  }
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::int64_t row = team.league_rank(), i = row % tq, bh = row / tq;
     const std::int64_t b = bh / s.heads_q, h = bh % s.heads_q, hkv = h / s.group();
@@ -72,23 +55,35 @@ struct FgSelect {
     if (i * tile_q >= nq) return;
     const std::int64_t reach = mask_policy::reachable_tiles<std::int64_t>(i, tile_q, tile_k, nq, nkv, s.causal);
     const float tail = fg_attn::tail_weight(nkv, tile_k, size_weighted_tail);
-    const float* qm = q_mean + (bh * tq + i) * s.d;
-    const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: TileMeans' transposed key means
+    const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: the pool's transposed key means
     std::uint8_t* out = keep + row * tk;
     auto* keys = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * sort_length(tk)));
-    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the sorted weights
+    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the prefix sums
+    float* qm = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * s.d));
     int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t c) { qm[c] = q_mean[(bh * tq + i) * s.d + c]; });
+    team.team_barrier();
 
-    int finite = 1;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, reach),
-        [&](std::int64_t j, int& fin) {
-          float x = fg_attn::pooled_logit(qm, km + j, s.d, s.scale_log2, tk);
-          if (fg_attn::is_tail_tile(j, nkv, tile_k)) x += tail;
-          prob[j] = x;
-          if (!std::isfinite(x)) fin = 0;
-        },
-        Kokkos::Min<int>(finite));
+    // The logits: thread me takes tiles me + u·threads; kChains of them at a time run pooled_logit's chain in lockstep
+    // (dot_sequential_block: dot_sequential's bits, the latencies overlapped).
+    const int me = team.team_rank(), threads = team.team_size();
+    const auto logit = [&](std::int64_t j, float dot) {
+      float x = fg_attn::logit_of(dot, s.scale_log2);
+      if (fg_attn::is_tail_tile(j, nkv, tile_k)) x += tail;
+      prob[j] = x;
+      return std::isfinite(x) ? 1 : 0;
+    };
+    int finite_here = 1;
+    std::int64_t j0 = me;
+    for (; j0 + (kChains - 1) * threads < reach; j0 += kChains * threads) {
+      float dots[1][kChains];
+      dot_sequential_block<1, kChains>(qm, 0, km + j0, threads, s.d, dots, tk);
+      for (int u = 0; u < kChains; ++u) finite_here &= logit(j0 + u * threads, dots[0][u]);
+    }
+    for (; j0 < reach; j0 += threads) finite_here &= logit(j0, dot_sequential(qm, km + j0, s.d, tk));
+    team.team_barrier();
+    int finite = finite_here;
+    team.team_reduce(Kokkos::Min<int>(finite));
     float m = -INFINITY;
     Kokkos::parallel_reduce(
         Kokkos::TeamThreadRange(team, reach), [&](std::int64_t j, float& mx) { mx = prob[j] > mx ? prob[j] : mx; },
@@ -103,7 +98,7 @@ struct FgSelect {
                          [&](std::int64_t j) { return selection_key(selection_weight(prob[j], m), static_cast<int>(j)); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) { prob[r] = selection_key_weight(keys[r]); });
     team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { *cut = top_cdf_count(prob, static_cast<int>(reach), top_p, 1, true); });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { *cut = top_cdf_count_in_place(prob, static_cast<int>(reach), top_p, 1, true); });
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) {
       out[selection_key_index(keys[r])] = r < *cut ? 1 : 0;
@@ -232,22 +227,21 @@ template <class Exec>
 Kokkos::View<std::uint8_t*, typename Exec::memory_space> fg_union_bitmap(
     const FgPlan& g, const fg_attn::Config& c, const Kokkos::View<std::uint8_t*, typename Exec::memory_space>& keep) {
   using Policy = Kokkos::TeamPolicy<Exec>;
-  using Mem = typename Exec::memory_space;
   const std::int64_t rows = g.s.batch * g.s.heads_q * g.tq, heads = g.s.batch * g.s.heads_q;
   const int ts = team_size<Exec>();
-  Kokkos::View<std::int32_t*, Mem> groups(std::string("spattn::fg_groups"), 0);
+  auto groups = detail::workspace<Exec, std::int32_t>("spattn::fg_groups", 0);
   if (c.merge == fg_attn::Merge::xor_greedy) {
-    Kokkos::View<std::uint64_t*, Mem> bits(Kokkos::view_alloc(std::string("spattn::fg_bits"), Kokkos::WithoutInitializing),
-                                           static_cast<std::size_t>(rows * g.words));
+    auto bits = detail::workspace<Exec, std::uint64_t>("spattn::fg_bits",
+                                                       static_cast<std::size_t>(rows * g.words), false);
     Kokkos::parallel_for("spattn::kokkos::fg_attn_bits", Policy(static_cast<int>(rows), ts), FgBits<Exec>{g, keep.data(), bits.data()});
-    groups = Kokkos::View<std::int32_t*, Mem>(std::string("spattn::fg_groups"), static_cast<std::size_t>(rows));
+    groups = detail::workspace<Exec, std::int32_t>("spattn::fg_groups", static_cast<std::size_t>(rows));
     const std::size_t bytes = FgXorGroups<Exec>::scratch_bytes(g.tq);
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::fg_attn_xor_groups",
                          Policy(static_cast<int>(heads), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                          FgXorGroups<Exec>{g, bits.data(), groups.data(), level});
   }
-  Kokkos::View<std::uint8_t*, Mem> out(std::string("spattn::keep_union"), static_cast<std::size_t>(rows * g.tk));
+  auto out = detail::workspace<Exec, std::uint8_t>("spattn::keep_union", static_cast<std::size_t>(rows * g.tk));
   Kokkos::parallel_for("spattn::kokkos::fg_attn_union_rows", Policy(static_cast<int>(heads * ((g.tq + g.r - 1) / g.r)), ts),
                        FgUnionRows<Exec>{g, groups.size() > 0 ? groups.data() : nullptr, keep.data(), out.data()});
   return out;
@@ -265,18 +259,17 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& p, const TensorView& q, c
   const DeviceShape& s = on.shape;
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
-  Kokkos::View<float*, typename Exec::memory_space> q_mean(std::string("spattn::q_mean"),
+  auto q_mean = detail::workspace<Exec, float>("spattn::q_mean",
                                                             static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
-  Kokkos::View<float*, typename Exec::memory_space> k_mean(std::string("spattn::k_mean"),
+  auto k_mean = detail::workspace<Exec, float>("spattn::k_mean",
                                                             static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
-  Kokkos::parallel_for("spattn::kokkos::fg_attn_q_means", Policy(idx(p.batch * p.heads_q * tq), ts),
-                       detail::TileMeans<Exec>{s, DeviceTensor::of(q), true, false, p.heads_q, c.tile_q, tq, q_mean.data()});
-  Kokkos::parallel_for("spattn::kokkos::fg_attn_k_means", Policy(idx(p.batch * p.heads_kv * tk), ts),
-                       detail::TileMeans<Exec>{s, DeviceTensor::of(k), false, true, p.heads_kv, c.tile_k, tk, k_mean.data()});
-  Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
+  detail::pool_blocks<Exec>("spattn::kokkos::fg_attn_q_means", s, q, true, p.heads_q, c.tile_q, tq, nullptr, q_mean.data(),
+                            nullptr);
+  detail::pool_blocks<Exec>("spattn::kokkos::fg_attn_k_means", s, k, false, p.heads_kv, c.tile_k, tk, nullptr, k_mean.data(),
+                            nullptr);
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep",
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
-  const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(tk)) +
-                            sizeof(float) * static_cast<std::size_t>(tk) + 64;
+  const std::size_t bytes = detail::FgSelect<Exec>::scratch_bytes(tk, d);
   const int level = scratch_level<Exec>(bytes);
   Kokkos::parallel_for("spattn::kokkos::fg_attn_select",
                        Policy(idx(shape.num_rows()), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),

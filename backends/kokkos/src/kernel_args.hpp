@@ -11,6 +11,7 @@
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
 #include "spattn/problem.hpp"
+#include "workspace.hpp"
 
 namespace spattn::kokkos {
 
@@ -106,12 +107,14 @@ struct DeviceShape {
   }
 };
 
-/// An execution space's copy of a host array (the mask's CSR arrays, cu_seqlens).
+/// An execution space's copy of a host array (the mask's CSR arrays, cu_seqlens, per-head parameters), in the
+/// backend's workspace (workspace.hpp), copied on Exec's default instance after the work enqueued before (a GPU copies
+/// pageable memory through a staging buffer before the call returns: `data` may go as soon as it does).
 template <class Exec, class T>
 Kokkos::View<T*, typename Exec::memory_space> to_space(const char* label, const T* data, std::size_t n) {
-  Kokkos::View<T*, typename Exec::memory_space> out(std::string(label), n);
+  Kokkos::View<T*, typename Exec::memory_space> out = detail::workspace<Exec, T>(label, n, false);
   Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(data, n);
-  Kokkos::deep_copy(out, host);
+  if (n > 0) Kokkos::deep_copy(Exec(), out, host);
   return out;
 }
 

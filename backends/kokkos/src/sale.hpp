@@ -195,17 +195,17 @@ EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, cons
   const DeviceTensor qt = DeviceTensor::of(q), kt = DeviceTensor::of(k);
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
-  using Mem = typename Exec::memory_space;
   const auto n = [](std::int64_t x) { return static_cast<std::size_t>(x); };
   const std::int64_t bq = p.batch * p.heads_q, bk = p.batch * p.heads_kv;
 
-  Kokkos::View<float*, Mem> mu_q(std::string("spattn::mu_q"), n(bq * d)), mu_k(std::string("spattn::mu_k"), n(bk * d));
+  auto mu_q = detail::workspace<Exec, float>("spattn::mu_q", n(bq * d));
+  auto mu_k = detail::workspace<Exec, float>("spattn::mu_k", n(bk * d));
   detail::sequence_mean<Exec>(s, qt, true, p.heads_q, p.seqlen_q, mu_q.data());
   detail::sequence_mean<Exec>(s, kt, false, p.heads_kv, p.seqlen_kv, mu_k.data());
-  Kokkos::View<std::int8_t*, Mem> q_codes(std::string("spattn::q_codes"), n(bq * p.seqlen_q * d));
-  Kokkos::View<std::int8_t*, Mem> k_codes(std::string("spattn::k_codes"), n(bk * p.seqlen_kv * d));
-  Kokkos::View<float*, Mem> q_scale(std::string("spattn::q_scale"), n(bq * p.seqlen_q));
-  Kokkos::View<float*, Mem> k_scale(std::string("spattn::k_scale"), n(bk * p.seqlen_kv));
+  auto q_codes = detail::workspace<Exec, std::int8_t>("spattn::q_codes", n(bq * p.seqlen_q * d));
+  auto k_codes = detail::workspace<Exec, std::int8_t>("spattn::k_codes", n(bk * p.seqlen_kv * d));
+  auto q_scale = detail::workspace<Exec, float>("spattn::q_scale", n(bq * p.seqlen_q));
+  auto k_scale = detail::workspace<Exec, float>("spattn::k_scale", n(bk * p.seqlen_kv));
   const std::int64_t q_chunks = (p.seqlen_q + 15) / 16, k_chunks = (p.seqlen_kv + 31) / 32;
   Kokkos::parallel_for("spattn::kokkos::sale_quantize_q", Policy(idx(bq * q_chunks), ts),
                        detail::SaleQuantize<Exec>{s, qt, true, p.heads_q, 16, q_chunks, p.seqlen_q, c.range(), mu_q.data(),
@@ -213,7 +213,7 @@ EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, cons
   Kokkos::parallel_for("spattn::kokkos::sale_quantize_k", Policy(idx(bk * k_chunks), ts),
                        detail::SaleQuantize<Exec>{s, kt, false, p.heads_kv, 32, k_chunks, p.seqlen_kv, c.range(),
                                                   mu_k.data(), k_codes.data(), k_scale.data()});
-  Kokkos::View<float*, Mem> qmk(std::string("spattn::qmk"), n(bq * p.seqlen_kv));
+  auto qmk = detail::workspace<Exec, float>("spattn::qmk", n(bq * p.seqlen_kv));
   Kokkos::parallel_for("spattn::kokkos::sale_bias", Policy(idx(bq * k_chunks), ts),
                        detail::SaleBias<Exec>{s, kt, k_chunks, mu_q.data(), mu_k.data(), qmk.data()});
 
@@ -227,8 +227,8 @@ EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, cons
   // Kokkos::deep_copy(margins, NAN)'s fill kernel wrote outside every allocation (compute-sanitizer, H100).
   const std::vector<float> no_margins(n(shape.num_rows() * tk), NAN);
   const auto margins = to_space<Exec>("spattn::margins", no_margins.data(), no_margins.size());
-  Kokkos::View<std::uint8_t*, Mem> keep(std::string("spattn::keep"), n(shape.num_rows() * tk));
-  Kokkos::View<std::int64_t*, Mem> counts(std::string("spattn::sale_counts"), n(2 * shape.num_rows()));
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep", n(shape.num_rows() * tk));
+  auto counts = detail::workspace<Exec, std::int64_t>("spattn::sale_counts", n(2 * shape.num_rows()));
   const std::size_t bytes = sizeof(float) * sale::kBlockQ + 64;
   const int level = scratch_level<Exec>(bytes);
   Kokkos::parallel_for("spattn::kokkos::sale_select",

@@ -2,9 +2,9 @@
 // (spattn/methods/sparge.hpp, pooling.hpp, topcdf.hpp) in their fixed fp32 order, so that the mask is bit-identical
 // to the reference's (reference/src/sparge.cpp):
 //   1. key means over each sequence (sequence_mean), a team per (batch, KV head), a column per thread;
-//   2. pooled block means and self-similarities of the centred keys and of the queries, a team per block (on a GPU
-//      its 16-bit rows first copied into team scratch): rows' inverse norms in parallel, then the unit sums of the
-//      columns in parallel, then similarity_of; the key means stored column-major for step 3;
+//   2. pooled block means and self-similarities of the centred keys and of the queries (block_pool.hpp), a team per
+//      block: rows' inverse norms in parallel, then the unit sums of the columns in parallel, then similarity_of; the
+//      key means stored column-major for step 3;
 //   3. a team per (batch, query head, query block): pooled scores, the row max, the selection order of the
 //      candidates (team_sort.hpp: the core's selection keys sorted in team scratch), the cut by top_cdf_count or
 //      topk_count, then the forced blocks; written as a bitmap row.
@@ -13,6 +13,7 @@
 #include <Kokkos_Core.hpp>
 #include <vector>
 
+#include "block_pool.hpp"
 #include "device_estimate.hpp"
 #include "kernel_args.hpp"
 #include "sequence_mean.hpp"
@@ -34,89 +35,6 @@ namespace detail {
 
 template <class Exec>
 using Floats = Kokkos::View<float*, typename Exec::memory_space>;
-
-/// Step 2: the pooled mean and self-similarity (sim[bh·blocks + j]) of block j of `block` rows of head bh = b·heads + h;
-/// keys are centred by mu (null for queries). The mean goes to mean[(bh·blocks + j)·d + c], or with `transposed` to
-/// mean[(bh·d + c)·blocks + j] (the key means: the selection's threads then read consecutive blocks). `staged`: the
-/// block's 16-bit rows are first copied into team scratch (4-byte words, coalesced, 32-bit index arithmetic; rows
-/// padded to an odd number of words so that a thread per row reads without bank conflicts) with the key centre, and
-/// the three passes read them there.
-template <class Exec>
-struct SpargePool {
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
-  DeviceShape s;
-  DeviceTensor t;
-  bool is_q, transposed, staged;
-  std::int64_t heads, block, blocks;
-  const float* mu;
-  float* mean;
-  float* sim;
-  int level;
-
-  /// Elements per staged row: 2·(odd number of 4-byte words) ≥ d.
-  static KOKKOS_INLINE_FUNCTION std::int64_t staged_stride(std::int64_t d) { return 2 * (((d + 1) / 2) | 1); }
-  static std::size_t scratch_bytes(std::int64_t block, std::int64_t d, bool staged) {
-    // inv, u; staged: the rows, the centre and each row's offset
-    const std::int64_t extra = staged ? block * staged_stride(d) * 2 + d * 4 + block * 8 : 0;
-    return sizeof(float) * static_cast<std::size_t>(block + d) + static_cast<std::size_t>(extra) + 4 * 64;
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t j = team.league_rank() % blocks, bh = team.league_rank() / blocks;
-    const std::int64_t b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b);
-    const std::int64_t first = j * block;
-    if (first >= n) return;
-    const std::int64_t rows = block < n - first ? block : n - first, d = s.d, ld = staged_stride(d);
-    float* inv = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * block));
-    float* u = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * d));
-    std::uint16_t* raw =
-        staged ? static_cast<std::uint16_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint16_t) * block * ld)) : nullptr;
-    float* centre = staged && mu != nullptr ? static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * d)) : nullptr;
-    auto* offset = staged ? static_cast<std::int64_t*>(team.team_scratch(level).get_shmem(sizeof(std::int64_t) * block)) : nullptr;
-    if (staged) {  // each row's offset once, then a 4-byte word (two entries) per item: 32-bit index arithmetic
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](std::int64_t r) {
-        offset[r] = s.row(t, is_q, b, h, first + r) / 2;  // even (staged requires even strides)
-      });
-      if (centre != nullptr) Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t c) { centre[c] = mu[bh * d + c]; });
-      team.team_barrier();
-      const auto* words = static_cast<const std::uint32_t*>(t.data);
-      auto* out = reinterpret_cast<std::uint32_t*>(raw);
-      const int per_row = static_cast<int>(d / 2), ldw = static_cast<int>(ld / 2);
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, static_cast<int>(rows) * per_row), [&](int x) {
-        const int r = x / per_row, w = x - r * per_row;
-        out[r * ldw + w] = words[offset[r] + w];
-      });
-      team.team_barrier();
-    }
-    const bool bf16 = t.dtype == DType::bf16;
-    const int ldi = static_cast<int>(ld);
-    const auto value = [&](std::int64_t r, std::int64_t col) {
-      if (staged) {
-        const std::uint16_t v = raw[static_cast<int>(r) * ldi + static_cast<int>(col)];
-        const float x = bf16 ? bf16_bits_to_f32(v) : f16_bits_to_f32(v);
-        return centre != nullptr ? x - centre[col] : x;
-      }
-      const float x = t.load(s.row(t, is_q, b, h, first + r) + col);
-      return mu != nullptr ? x - mu[bh * d + col] : x;
-    };
-    std::int64_t nonzero = 0;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(team, rows),
-        [&](std::int64_t r, std::int64_t& nz) {
-          inv[r] = sparge::row_inv_norm(value, r, d);
-          nz += inv[r] >= 0.0f ? 1 : 0;
-        },
-        nonzero);
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](std::int64_t col) {
-      u[col] = sparge::unit_sum(value, inv, rows, col);
-      const float m = column_mean([&](std::int64_t r) { return value(r, col); }, rows);
-      mean[transposed ? (bh * d + col) * blocks + j : (bh * blocks + j) * d + col] = m;
-    });
-    team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { sim[bh * blocks + j] = sparge::similarity_of(u, nonzero, d); });
-  }
-};
 
 /// Step 3: the kept key blocks of one (batch, query head, query block) as bitmap row keep[row·tk + j].
 template <class Exec>
@@ -185,7 +103,7 @@ struct SpargeSelect {
           const std::int64_t kk = sparge::topk_count(topk, reach);
           *cut = static_cast<int>(kk < n_valid ? kk : n_valid);
         } else {
-          *cut = top_cdf_count(prob, n_valid, tau[h], 1, false);
+          *cut = top_cdf_count_in_place(prob, n_valid, tau[h], 1, false);
         }
       });
       team.team_barrier();
@@ -224,38 +142,25 @@ EstimateViews<Exec> sparge_estimate_on(const Problem& p, const TensorView& q, co
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), d = p.head_dim;
   const ProblemOn<Exec> on(p);
   const DeviceShape& s = on.shape;
-  const DeviceTensor qt = DeviceTensor::of(q), kt = DeviceTensor::of(k);
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
 
-  detail::Floats<Exec> mu(std::string("spattn::k_mu"), static_cast<std::size_t>(p.batch * p.heads_kv * d));
-  detail::sequence_mean<Exec>(s, kt, false, p.heads_kv, p.seqlen_kv, mu.data());
+  auto mu = detail::workspace<Exec, float>("spattn::k_mu", static_cast<std::size_t>(p.batch * p.heads_kv * d));
+  detail::sequence_mean<Exec>(s, DeviceTensor::of(k), false, p.heads_kv, p.seqlen_kv, mu.data());
 
-  detail::Floats<Exec> k_mean(std::string("spattn::k_mean"), static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
-  detail::Floats<Exec> k_sim(std::string("spattn::k_sim"), static_cast<std::size_t>(p.batch * p.heads_kv * tk));
-  detail::Floats<Exec> q_mean(std::string("spattn::q_mean"), static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
-  detail::Floats<Exec> q_sim(std::string("spattn::q_sim"), static_cast<std::size_t>(p.batch * p.heads_q * tq));
-  const auto pool = [&](const DeviceTensor& t, bool is_q, std::int64_t heads, std::int64_t block, std::int64_t blocks,
-                        const float* centre, float* mean, float* sim) {
-    using Pool = detail::SpargePool<Exec>;
-    // Staged in level-0 scratch on a GPU where the block's 16-bit rows fit (the host reads them in place).
-    const bool even = d % 2 == 0 && t.stride_n % 2 == 0 && t.stride_h % 2 == 0 && t.stride_b % 2 == 0 &&
-                      reinterpret_cast<std::uintptr_t>(t.data) % 4 == 0;  // rows as whole 4-byte words
-    const bool staged = ts > 1 && t.dtype != DType::f32 && even &&
-                        Pool::scratch_bytes(block, d, true) <= static_cast<std::size_t>(Policy::scratch_size_max(0));
-    const std::size_t bytes = Pool::scratch_bytes(block, d, staged);
-    const int level = scratch_level<Exec>(bytes);
-    Kokkos::parallel_for("spattn::kokkos::sparge_pool",
-                         Policy(idx(p.batch * heads * blocks), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
-                         Pool{s, t, is_q, !is_q, staged, heads, block, blocks, centre, mean, sim, level});
-  };
-  pool(kt, false, p.heads_kv, c.block_k, tk, mu.data(), k_mean.data(), k_sim.data());
-  pool(qt, true, p.heads_q, c.block_q, tq, nullptr, q_mean.data(), q_sim.data());
+  auto k_mean = detail::workspace<Exec, float>("spattn::k_mean", static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
+  auto k_sim = detail::workspace<Exec, float>("spattn::k_sim", static_cast<std::size_t>(p.batch * p.heads_kv * tk));
+  auto q_mean = detail::workspace<Exec, float>("spattn::q_mean", static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
+  auto q_sim = detail::workspace<Exec, float>("spattn::q_sim", static_cast<std::size_t>(p.batch * p.heads_q * tq));
+  detail::pool_blocks<Exec>("spattn::kokkos::sparge_pool", s, k, false, p.heads_kv, c.block_k, tk, mu.data(), k_mean.data(),
+                            k_sim.data());
+  detail::pool_blocks<Exec>("spattn::kokkos::sparge_pool", s, q, true, p.heads_q, c.block_q, tq, nullptr, q_mean.data(),
+                            q_sim.data());
 
   const auto theta = detail::per_head<Exec>("spattn::theta", c.theta, p.heads_q, 0.0f);
   const auto tau = detail::per_head<Exec>("spattn::tau", c.tau, p.heads_q, 1.0f);
   const auto dense = detail::per_head<Exec>("spattn::dense", c.dense_heads, p.heads_q, std::uint8_t{0});
-  Kokkos::View<std::uint8_t*, typename Exec::memory_space> keep(std::string("spattn::keep"),
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep",
                                                                  static_cast<std::size_t>(shape.num_rows() * tk));
   const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(tk)) +
                             (sizeof(float) + sizeof(int)) * static_cast<std::size_t>(tk) + 64;

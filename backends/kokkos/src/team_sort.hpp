@@ -22,11 +22,12 @@ KOKKOS_INLINE_FUNCTION std::int64_t sort_length(std::int64_t n) {
 /// Sorts keys[0, n) ascending, n a power of two, by the whole team; returns after a team barrier.
 template <class Member>
 KOKKOS_INLINE_FUNCTION void team_sort(const Member& team, std::uint64_t* keys, std::int64_t n) {
-  for (std::int64_t size = 2; size <= n; size <<= 1)
-    for (std::int64_t stride = size >> 1; stride > 0; stride >>= 1) {
+  const int half = static_cast<int>(n / 2);  // 32-bit index arithmetic (a row has far fewer than 2³¹ tiles)
+  for (int size = 2; size <= 2 * half; size <<= 1)
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n / 2), [&](std::int64_t i) {
-        const std::int64_t lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, half), [&](int i) {
+        const int lo = 2 * i - (i & (stride - 1)), hi = lo + stride;
         const bool up = (lo & size) == 0;
         const std::uint64_t a = keys[lo], b = keys[hi];
         if ((a > b) == up) {
@@ -45,6 +46,13 @@ KOKKOS_INLINE_FUNCTION void team_selection_order(const Member& team, std::uint64
   const std::int64_t len = sort_length(n);
   Kokkos::parallel_for(Kokkos::TeamThreadRange(team, len), [&](std::int64_t j) { keys[j] = j < n ? key(j) : kNoSelectionKey; });
   team_sort(team, keys, len);
+}
+
+/// top_cdf_count over n weights in selection order, for a caller that may overwrite them (one thread of a team): the
+/// sums once, in place (top_cdf_prefix), then a binary search (top_cdf_cut), the same result bit for bit.
+KOKKOS_INLINE_FUNCTION int top_cdf_count_in_place(float* sorted, int n, float tau, int min_keep, bool include_crossing) {
+  top_cdf_prefix(sorted, n);
+  return top_cdf_cut(sorted, n, tau, min_keep, include_crossing);
 }
 
 }  // namespace spattn::kokkos::detail

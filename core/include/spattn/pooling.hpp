@@ -16,11 +16,15 @@ SPATTN_INLINE float column_sum(Value value, std::int64_t first, std::int64_t end
   return s;
 }
 
+/// A column's mean from its column_sum over n rows (carried piece by piece by a caller that stages the rows): one
+/// division by n, 0 when n = 0.
+SPATTN_INLINE float mean_of_sum(float sum, std::int64_t n) { return n > 0 ? sum / static_cast<float>(n) : 0.0f; }
+
 /// The mean of a block's column: column_sum over its n rows, one division by the TRUE count n (a partial tail
 /// block divides by its own rows); 0 when n = 0. A GPU computes the columns of a block in parallel.
 template <class Value>
 SPATTN_INLINE float column_mean(Value value, std::int64_t n) {
-  return n > 0 ? column_sum(value, 0, n) / static_cast<float>(n) : 0.0f;
+  return mean_of_sum(column_sum(value, 0, n), n);
 }
 
 /// out[c] = column_mean of column c of the n rows [n × d] (row-major), for c < d.

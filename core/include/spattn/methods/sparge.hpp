@@ -44,7 +44,8 @@ namespace spattn::sparge {
 /// self-similar). fp32 in a fixed order, in three steps a GPU runs in parallel with the same bits:
 ///   1. per row r (independent): inv_r = row_inv_norm(x_r) — squares summed over c in order, 1/√; −1 marks a
 ///      row whose sum of squares is not > 0 (zero or NaN: left out);
-///   2. per column c (independent): u_c = Σ_r x_rc · inv_r over the non-zero rows in order (unit_sum);
+///   2. per column c (independent): u_c = Σ_r x_rc · inv_r over the non-zero rows in order (unit_sum; `u` continues
+///      a sum, for a caller that stages the rows piece by piece);
 ///   3. similarity_of(u, n', d) = Σ_c (u_c / n')² in order (u_c · (1/n') with one fp32 reciprocal), clamped to 1.
 /// `value(r, c)` is the block's entry; the serial form below composes the steps (the reference's order).
 template <class Value>
@@ -54,8 +55,7 @@ SPATTN_INLINE float row_inv_norm(Value value, std::int64_t r, std::int64_t d) {
   return sq > 0.0f ? 1.0f / std::sqrt(sq) : -1.0f;
 }
 template <class Value>
-SPATTN_INLINE float unit_sum(Value value, const float* inv, std::int64_t rows, std::int64_t c) {
-  float u = 0.0f;
+SPATTN_INLINE float unit_sum(Value value, const float* inv, std::int64_t rows, std::int64_t c, float u = 0.0f) {
   for (std::int64_t r = 0; r < rows; ++r)
     if (inv[r] >= 0.0f) u += value(r, c) * inv[r];
   return u;
