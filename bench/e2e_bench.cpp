@@ -11,8 +11,8 @@
 // cuda::attend_async over a DeviceTileMask, and spattn::attend with backend "kokkos", the mask upload included;
 // relative L1 between the outputs), and each estimator Kokkos implements (spattn::estimate with backend "kokkos", mask
 // download included, and kokkos::estimate_on_device with the mask left on the device, against the plan's estimate;
-// decisions that differ from the CUDA mask). Kokkos timings: one
-// warm-up, median of 3. SALE's Kokkos estimate (scalar integer products of every candidate block: minutes at 32K) runs
+// decisions that differ from the CUDA mask). Kokkos timings: one warm-up, median of 3 (estimate_on_device: two
+// warm-ups, median of 10; the first call fills the backend's workspace cache). SALE's Kokkos estimate (scalar integer products of every candidate block: minutes at 32K) runs
 // only with KOKKOS_SALE=1.
 //   WORKLOAD=video [ARMS=fgattn] ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
 #if defined(SPATTN_BENCH_KOKKOS)
             // The mask left in device memory (what sparse_attention's Kokkos pipeline hands its executor).
             const float kokkos_device =
-                median_ms([&] { kokkos::DeviceEstimate d = kokkos::estimate_on_device(config, p, q, k); }, 1, 3);
+                median_ms([&] { kokkos::DeviceEstimate d = kokkos::estimate_on_device(config, p, q, k); }, 2, 10);
 #else
             const float kokkos_device = -1.0f;
 #endif

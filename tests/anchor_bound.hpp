@@ -46,14 +46,25 @@ struct HeadRows {
   }
 };
 
+/// HeadRows of every (b, h) of a problem, loaded once for both checks.
+struct ProblemRows {
+  std::int64_t heads_q;
+  std::vector<HeadRows> heads;
+  ProblemRows(const Problem& p, const TensorView& q, const TensorView& k) : heads_q(p.heads_q) {
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t h = 0; h < p.heads_q; ++h) heads.emplace_back(p, q, k, b, h);
+  }
+  const HeadRows& at(std::int64_t b, std::int64_t h) const { return heads[static_cast<std::size_t>(b * heads_q + h)]; }
+};
+
 struct AnchorBound {
   std::int64_t rows = 0, bad_m = 0, bad_l = 0;
   double worst_m = 0.0;  ///< largest |Δm| / bound
 };
 
 /// (a): got and ref indexed [(b·Hq + h)·Nq + i]; c: the constant of the sums' bound.
-inline AnchorBound anchors_within_bound(const Problem& p, const TensorView& q, const TensorView& k,
-                                        const std::vector<AnchorStats>& got, const std::vector<AnchorStats>& ref, double c) {
+inline AnchorBound anchors_within_bound(const Problem& p, const ProblemRows& rows, const std::vector<AnchorStats>& got,
+                                        const std::vector<AnchorStats>& ref, double c) {
   AnchorBound out;
   const double u = std::ldexp(1.0, -24), sl = scale_log2(p.softmax_scale());
   const std::int64_t d = p.head_dim;
@@ -63,7 +74,7 @@ inline AnchorBound anchors_within_bound(const Problem& p, const TensorView& q, c
   }
   for (std::int64_t b = 0; b < p.batch; ++b)
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
-      const HeadRows x(p, q, k, b, h);
+      const HeadRows& x = rows.at(b, h);
       for (std::int64_t i = 0; i < p.seqlen_q_of(b); ++i) {
         const auto at = static_cast<std::size_t>((b * p.heads_q + h) * p.seqlen_q + i);
         const AnchorStats a = got[at], r = ref[at];
@@ -92,8 +103,8 @@ struct StripeBound {
   std::int64_t other_keys_wrong = 0;           ///< sink, window or unreachable keys that differ (must be 0)
 };
 
-/// (b): got, the backend's mask; anchors, the backend's anchors (as `got` was selected with).
-inline StripeBound stripes_within_bound(const Problem& p, const TensorView& q, const TensorView& k,
+/// (b): got, the backend's mask; anchors, the backend's anchors (as `got` was selected with); rows: q's and k's.
+inline StripeBound stripes_within_bound(const Problem& p, const TensorView& q, const TensorView& k, const ProblemRows& rows,
                                         const anchor_attn::Config& cfg, const std::vector<AnchorStats>& anchors,
                                         const TileMask& got) {
   StripeBound out;
@@ -110,7 +121,7 @@ inline StripeBound stripes_within_bound(const Problem& p, const TensorView& q, c
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t nq = p.seqlen_q_of(b), nkv = p.seqlen_kv_of(b);
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
-      const HeadRows x(p, q, k, b, h);
+      const HeadRows& x = rows.at(b, h);
       for (std::int64_t t = 0; t * group < nq; ++t) {
         const std::int64_t first = t * group, n_rows = std::min(group, nq - first);
         const std::int64_t blocks = (n_rows + cfg.block - 1) / cfg.block;

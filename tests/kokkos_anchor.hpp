@@ -17,37 +17,34 @@
 #include "anchor_bound.hpp"
 #include "common.hpp"
 #include "conformance/conformance.hpp"
+#include "conformance/for_each_case.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 
 namespace spattn::test {
 
 inline void check_anchor_attn(conformance::MemoryAdapter& memory, double c_bound, bool exact) {
-  int ran = 0;
-  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const auto* cfg = std::get_if<anchor_attn::Config>(&c.config);
-    if (cfg == nullptr) continue;
-    const std::string case_name(c.name);
-    CAPTURE(case_name);
+  const int ran = conformance::for_each_case<anchor_attn::Config>([&](const conformance::EstimatorCase& c,
+                                                                      const anchor_attn::Config& cfg) {
     const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
     const Problem& p = in.problem;
     std::vector<AnchorStats> anchors;
-    const TileMask got = kokkos::anchor_attn_estimate_with_anchors(p, memory.upload(in.q), memory.upload(in.k), *cfg, anchors);
-    const reference::AnchorEstimate ref = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), *cfg);
-    const AnchorBound a = anchors_within_bound(p, in.q.view(), in.k.view(), anchors, ref.anchors, c_bound);
+    const TileMask got = kokkos::anchor_attn_estimate_with_anchors(p, memory.upload(in.q), memory.upload(in.k), cfg, anchors);
+    const reference::AnchorEstimate ref = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), cfg);
+    const ProblemRows rows(p, in.q.view(), in.k.view());
+    const AnchorBound a = anchors_within_bound(p, rows, anchors, ref.anchors, c_bound);
     CHECK(a.rows > 0);
     CHECK(a.bad_m == 0);
     CHECK(a.bad_l == 0);
-    const StripeBound st = stripes_within_bound(p, in.q.view(), in.k.view(), *cfg, anchors, got);
+    const StripeBound st = stripes_within_bound(p, in.q.view(), in.k.view(), rows, cfg, anchors, got);
     CHECK(st.other_keys_wrong == 0);
     CHECK(st.candidates > 0);
     CHECK(st.outside == 0);
     if (exact) CHECK(st.differing == 0);
     else CHECK(st.differing * 100 <= st.candidates);
-    ++ran;
-    MESSAGE(case_name << ": " << a.rows << " anchors within the bound (worst at " << a.worst_m << " of it); " << st.differing
-                      << " of " << st.candidates << " stripe decisions differ from the rules over these anchors");
-  }
+    MESSAGE(c.name << ": " << a.rows << " anchors within the bound (worst at " << a.worst_m << " of it); " << st.differing
+                   << " of " << st.candidates << " stripe decisions differ from the rules over these anchors");
+  });
   CHECK(ran >= 4);
 }
 

@@ -19,37 +19,32 @@
 #include "bfla_bound.hpp"
 #include "common.hpp"
 #include "conformance/conformance.hpp"
+#include "conformance/for_each_case.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/bfla.hpp"
 
 namespace spattn::test {
 
 inline void check_bfla_scores(conformance::MemoryAdapter& memory, double c_bound) {
-  int ran = 0;
-  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const auto* cfg = std::get_if<bfla::Config>(&c.config);
-    if (cfg == nullptr) continue;
-    const std::string case_name(c.name);
-    CAPTURE(case_name);
+  const int ran = conformance::for_each_case<bfla::Config>([&](const conformance::EstimatorCase& c, const bfla::Config& cfg) {
     const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
     const Problem& p = in.problem;
     std::vector<std::vector<float>> scores;
-    const TileMask got = kokkos::bfla_estimate_with_scores(p, memory.upload(in.q), memory.upload(in.k), *cfg, scores);
+    const TileMask got = kokkos::bfla_estimate_with_scores(p, memory.upload(in.q), memory.upload(in.k), cfg, scores);
     REQUIRE(scores.size() == static_cast<std::size_t>(p.batch * p.heads_q));
 
-    const ScoreBound r = bfla_scores_within_bound(p, in.q.view(), in.k.view(), *cfg, c_bound,
+    const ScoreBound r = bfla_scores_within_bound(p, in.q.view(), in.k.view(), cfg, c_bound,
                                                   [&](std::int64_t b, std::int64_t h) -> const std::vector<float>& {
                                                     return scores[static_cast<std::size_t>(b * p.heads_q + h)];
                                                   });
     CHECK(r.compared > 0);
     CHECK(r.outside == 0);
 
-    const TileMask want = bfla_mask_given(p, *cfg, scores);
+    const TileMask want = bfla_mask_given(p, cfg, scores);
     CHECK(got.shape == want.shape);
     CHECK(got.row_ptr == want.row_ptr);
     CHECK(got.tiles == want.tiles);
-    ++ran;
-  }
+  });
   CHECK(ran >= 7);
 }
 

@@ -16,6 +16,7 @@
 #include "../anchor_bound.hpp"
 #include "../bfla_bound.hpp"
 #include "../common.hpp"
+#include "../conformance/for_each_case.hpp"
 #include "../executor_options.hpp"
 #include "cuda_memory.hpp"
 #include "estimators.cuh"
@@ -244,19 +245,14 @@ TEST_CASE("CUDA estimators write only reachable tiles, within each row's slots (
 TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every rule after them exact") {
   CudaMemory memory;
   constexpr double kC = 4.0;
-  int ran = 0;
-  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const auto* cfg = std::get_if<bfla::Config>(&c.config);
-    if (cfg == nullptr) continue;
-    const std::string case_name(c.name);
-    CAPTURE(case_name);
+  const int ran = conformance::for_each_case<bfla::Config>([&](const conformance::EstimatorCase& c, const bfla::Config& cfg) {
     const DeviceCase device_case(c, memory);
     const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;
-    REQUIRE(cuda::bfla_not_supported_reasons(*cfg, p).empty());
-    const std::unique_ptr<cuda::BflaEstimator> est = cuda::make_bfla_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr);
+    REQUIRE(cuda::bfla_not_supported_reasons(cfg, p).empty());
+    const std::unique_ptr<cuda::BflaEstimator> est = cuda::make_bfla_estimator(cfg, p, cu_q.ptr, cu_kv.ptr);
     cuda::DeviceTileMask mask(est->shape());
-    CHECK(est->shape() == reference::bfla_estimate(p, in.q.view(), in.k.view(), *cfg).shape);
+    CHECK(est->shape() == reference::bfla_estimate(p, in.q.view(), in.k.view(), cfg).shape);
     cuda_check(cudaMemset(est->scores_workspace(), 0xff, est->workspace_bytes()));
     const TileMask got = run_poisoned(*est, q, k, mask);
 
@@ -265,20 +261,19 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
     for (std::int64_t b = 0; b < p.batch; ++b)
       for (std::int64_t h = 0; h < p.heads_q; ++h) dev[static_cast<std::size_t>(b * p.heads_q + h)] = est->group_scores(b, h, nullptr);
     const auto [compared, outside, worst] = bfla_scores_within_bound(
-        p, in.q.view(), in.k.view(), *cfg, kC,
+        p, in.q.view(), in.k.view(), cfg, kC,
         [&](std::int64_t b, std::int64_t h) -> const std::vector<float>& { return dev[static_cast<std::size_t>(b * p.heads_q + h)]; });
     CHECK(compared > 0);
     CHECK(outside == 0);
 
     // (b) the mask of the reference's rules over the device's scores.
-    const TileMask want = bfla_mask_given(p, *cfg, dev);
+    const TileMask want = bfla_mask_given(p, cfg, dev);
     CHECK(got.shape == want.shape);
     CHECK(got.row_ptr == want.row_ptr);
     CHECK(got.tiles == want.tiles);
-    ++ran;
-    MESSAGE(case_name << ": " << compared << " group scores within " << kC << "·n·2^-24·Σ|qk| (worst at " << worst
-                      << " of the bound), mask density " << got.stats().density);
-  }
+    MESSAGE(c.name << ": " << compared << " group scores within " << kC << "·n·2^-24·Σ|qk| (worst at " << worst
+                   << " of the bound), mask density " << got.stats().density);
+  });
   CHECK(ran >= 7);
 }
 
@@ -289,40 +284,36 @@ TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every 
 /// poisoned before the run.
 TEST_CASE("CUDA AnchorAttention estimator: anchors within their rounding bound, stripes within the score bound") {
   CudaMemory memory;
-  int ran = 0;
-  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const auto* cfg = std::get_if<anchor_attn::Config>(&c.config);
-    if (cfg == nullptr) continue;
-    const std::string case_name(c.name);
-    CAPTURE(case_name);
+  const int ran = conformance::for_each_case<anchor_attn::Config>([&](const conformance::EstimatorCase& c,
+                                                                      const anchor_attn::Config& cfg) {
     const DeviceCase device_case(c, memory);
     const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;
-    REQUIRE(cuda::anchor_attn_not_supported_reasons(*cfg, p).empty());
-    const auto est = cuda::make_anchor_attn_estimator(*cfg, p, cu_q.ptr, cu_kv.ptr);
+    REQUIRE(cuda::anchor_attn_not_supported_reasons(cfg, p).empty());
+    const auto est = cuda::make_anchor_attn_estimator(cfg, p, cu_q.ptr, cu_kv.ptr);
     cuda::DeviceTileMask mask(est->shape());
     cuda_check(cudaMemset(est->anchors_workspace(), 0xff, static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q) * sizeof(SoftmaxState)));
     const TileMask got = run_poisoned(*est, q, k, mask);
     const std::vector<AnchorStats> dev = est->anchors(nullptr);
-    const reference::AnchorEstimate ref = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), *cfg);
+    const reference::AnchorEstimate ref = reference::anchor_attn_estimate(p, in.q.view(), in.k.view(), cfg);
     REQUIRE(got.shape == ref.mask.shape);
 
-    const AnchorBound a = anchors_within_bound(p, in.q.view(), in.k.view(), dev, ref.anchors, 4.0);
+    const ProblemRows rows(p, in.q.view(), in.k.view());
+    const AnchorBound a = anchors_within_bound(p, rows, dev, ref.anchors, 4.0);
     CHECK(a.rows > 0);
     CHECK(a.bad_m == 0);
     CHECK(a.bad_l == 0);
-    const StripeBound st = stripes_within_bound(p, in.q.view(), in.k.view(), *cfg, dev, got);
+    const StripeBound st = stripes_within_bound(p, in.q.view(), in.k.view(), rows, cfg, dev, got);
     CHECK(st.other_keys_wrong == 0);
     CHECK(st.candidates > 0);
     CHECK(st.outside == 0);
     CHECK(st.differing * 100 <= st.candidates);
     const double density = got.stats().density;
     CHECK(density > 0.0);
-    ++ran;
-    MESSAGE(case_name << ": " << a.rows << " anchors within the bound (worst at " << a.worst_m << " of it); " << st.differing
-                      << " of " << st.candidates << " stripe decisions differ from the rules over the device's anchors, all within "
-                      << "the score bound; density " << density << " (reference " << ref.mask.stats().density << ")");
-  }
+    MESSAGE(c.name << ": " << a.rows << " anchors within the bound (worst at " << a.worst_m << " of it); " << st.differing
+                   << " of " << st.candidates << " stripe decisions differ from the rules over the device's anchors, all within "
+                   << "the score bound; density " << density << " (reference " << ref.mask.stats().density << ")");
+  });
   CHECK(ran >= 4);
 }
 

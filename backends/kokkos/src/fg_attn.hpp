@@ -203,20 +203,26 @@ struct FgUnionRows {
   const std::int32_t* groups;
   const std::uint8_t* keep;
   std::uint8_t* out;
+  /// Team scratch: each member's bitmap row and reach.
+  static std::size_t scratch_bytes(std::int64_t r) { return 2 * sizeof(std::int64_t) * static_cast<std::size_t>(r) + 64; }
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
     const std::int64_t groups_per_head = (g.tq + g.r - 1) / g.r;
     const std::int64_t bh = team.league_rank() / groups_per_head, first = (team.league_rank() % groups_per_head) * g.r;
     const std::int64_t n = g.tiles(bh / g.s.heads_q);
     if (first >= n) return;
     const std::int64_t members = n - first < g.r ? n - first : g.r;
-    const auto row = [&](std::int64_t m) { return bh * g.tq + (groups != nullptr ? groups[bh * g.tq + first + m] : first + m); };
+    auto* row = static_cast<std::int64_t*>(team.team_scratch(0).get_shmem(sizeof(std::int64_t) * g.r));
+    auto* reach = static_cast<std::int64_t*>(team.team_scratch(0).get_shmem(sizeof(std::int64_t) * g.r));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, members), [&](std::int64_t m) {
+      row[m] = bh * g.tq + (groups != nullptr ? groups[bh * g.tq + first + m] : first + m);
+      reach[m] = g.reach(row[m]);
+    });
+    team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, g.tk), [&](std::int64_t j) {
       std::uint8_t v = 0;
-      for (std::int64_t m = 0; m < members; ++m) {
-        const std::int64_t r = row(m);
-        if (j < g.reach(r) && keep[r * g.tk + j] != 0) v = 1;
-      }
-      for (std::int64_t m = 0; m < members; ++m) out[row(m) * g.tk + j] = v;
+      for (std::int64_t m = 0; m < members; ++m)
+        if (j < reach[m] && keep[row[m] * g.tk + j] != 0) v = 1;
+      for (std::int64_t m = 0; m < members; ++m) out[row[m] * g.tk + j] = v;
     });
   }
 };
@@ -242,7 +248,9 @@ Kokkos::View<std::uint8_t*, typename Exec::memory_space> fg_union_bitmap(
                          FgXorGroups<Exec>{g, bits.data(), groups.data(), level});
   }
   auto out = detail::workspace<Exec, std::uint8_t>("spattn::keep_union", static_cast<std::size_t>(rows * g.tk));
-  Kokkos::parallel_for("spattn::kokkos::fg_attn_union_rows", Policy(static_cast<int>(heads * ((g.tq + g.r - 1) / g.r)), ts),
+  Kokkos::parallel_for("spattn::kokkos::fg_attn_union_rows",
+                       Policy(static_cast<int>(heads * ((g.tq + g.r - 1) / g.r)), ts)
+                           .set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(FgUnionRows<Exec>::scratch_bytes(g.r)))),
                        FgUnionRows<Exec>{g, groups.size() > 0 ? groups.data() : nullptr, keep.data(), out.data()});
   return out;
 }
