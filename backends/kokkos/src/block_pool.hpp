@@ -43,12 +43,14 @@ struct BlockPool {
   /// Scratch a team takes at most: a 64-row block at D 128 in one chunk (35.6 KB), six teams an SM on the H100.
   static constexpr std::size_t kScratch = 36 * 1024;
 
-  /// Rows of a chunk that fit `budget` bytes of scratch with the rest of the team's arrays, at most the block (0: not
-  /// even one row, the block is read in place).
+  /// Rows of a chunk: the block in as few chunks as fit `budget` bytes of scratch with the rest of the team's arrays,
+  /// of equal length but the last (0: not even one row fits, the block is read in place).
   static int chunk_rows(std::int64_t block, std::int64_t d, std::size_t budget) {
     const std::size_t fixed = bytes(block, d, 0), per_row = sizeof(float) * static_cast<std::size_t>(d + 1) + 8;
-    const std::size_t fit = budget > fixed ? (budget - fixed) / per_row : 0;
-    return static_cast<int>(fit < static_cast<std::size_t>(block) ? fit : static_cast<std::size_t>(block));
+    const auto fit = static_cast<std::int64_t>(budget > fixed ? (budget - fixed) / per_row : 0);
+    if (fit == 0) return 0;
+    const std::int64_t chunks = (block + fit - 1) / fit;
+    return static_cast<int>((block + chunks - 1) / chunks);
   }
   /// Scratch of a team: inv (block), the carried sums and unit sums (2·d), the centre (d); staged: the chunk's rows
   /// (stride d + 1, odd at even d: a thread per row reads without bank conflicts) and their offsets.
@@ -63,13 +65,13 @@ struct BlockPool {
     const std::int64_t first = j * block;
     if (first >= n) return;
     const int rows = static_cast<int>(block < n - first ? block : n - first), d = static_cast<int>(s.d), ld = d + 1;
-    auto& scratch = team.team_scratch(level);
+    auto& scratch = team.team_scratch(level);  // the 8-byte offsets first: get_shmem does not align
+    auto* offset = chunk > 0 ? static_cast<std::int64_t*>(scratch.get_shmem(sizeof(std::int64_t) * chunk)) : nullptr;
     float* inv = static_cast<float*>(scratch.get_shmem(sizeof(float) * block));
     float* sum = static_cast<float*>(scratch.get_shmem(sizeof(float) * d));
     float* u = static_cast<float*>(scratch.get_shmem(sizeof(float) * d));
     float* centre = static_cast<float*>(scratch.get_shmem(sizeof(float) * d));
     float* x = chunk > 0 ? static_cast<float*>(scratch.get_shmem(sizeof(float) * chunk * ld)) : nullptr;
-    auto* offset = chunk > 0 ? static_cast<std::int64_t*>(scratch.get_shmem(sizeof(std::int64_t) * chunk)) : nullptr;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, d), [&](int c) { centre[c] = mu != nullptr ? mu[bh * d + c] : 0.0f; });
     team.team_barrier();
     const int step = chunk > 0 ? chunk : rows;
