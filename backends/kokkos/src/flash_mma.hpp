@@ -13,8 +13,11 @@
 // chunk come from the mask's kept-tile list (mask_policy::key_at, −1: a zero row), found once a chunk ahead; which keys
 // a row sees from RowBlock::row_keys (mask_policy; a chunk the warp's first row sees wholly skips the per-key test),
 // the empty-row rule, the final division and LSE from OnlineSoftmax::finalize / finish_rows: the same rules as the
-// other two kernels, on tensor cores. 197 (D = 64) and 254 (D = 128) registers a thread, no spills: two teams an SM
-// (three, capped at 168 registers, spill at D = 128 and measured within 3 % either way).
+// other two kernels, on tensor cores. Three teams an SM (LaunchBounds<128, 3>: at most 168 registers a thread; the
+// kernel wants 197 at D = 64 and 254 at D = 128 unbounded): on the H200 at 32K (llm workload, bench/results/kokkos-h100.md)
+// the 11 % block mask runs 3 % faster than with two teams an SM (6.09–6.15 ms against 6.28–6.37), the dense mask 1 %
+// slower (42.15–42.24 ms against 41.69–41.76); a team per SM more hides more of each row block's prologue (Q, the
+// first K chunk) and epilogue, which a sparse mask's short key lists expose.
 // The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are backends/ptx's, shared with the
 // hand-written CUDA backend; this kernel is the Kokkos backend's own (its team, its scratch, its row blocks).
 // Not bit-identical to the reference (fp32 accumulation in another order; P in the input dtype as every flash
@@ -68,10 +71,10 @@ __device__ inline void store_pair(const DeviceTensor& o, std::int64_t i, float x
 /// T: __half or __nv_bfloat16 (Q, K and V all of it); D = Dv. kPV = false: the statistics pass — each row's (m, l)
 /// over its keys to state_out / LSE and nothing else (no V, no O: AnchorAttention's anchor pass, as the hand-written
 /// backend's state pass). Its loop double-buffers K in the two buffers, finds keys two chunks ahead and has one team
-/// barrier a chunk; without the O accumulators three teams fit an SM.
+/// barrier a chunk.
 template <class T, int D, bool kPV = true>
 struct FlashMma {
-  using Policy = Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<mma::kThreads, kPV ? 2 : 3>>;
+  using Policy = Kokkos::TeamPolicy<Kokkos::Cuda, Kokkos::LaunchBounds<mma::kThreads, 3>>;  // three teams an SM (above)
   using Member = typename Policy::member_type;
 
   AttendArgs a;
