@@ -57,7 +57,7 @@ struct SpargeSelect {
     const std::int64_t blocks_k = (nkv + block_k - 1) / block_k;
     const float th = theta[h];
     const float* qm = q_mean + (bh * tq + i) * s.d;
-    const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: SpargePool's transposed key means
+    const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: block_pool.hpp's transposed key means
     const float* ks = k_sim + (b * s.heads_kv + hkv) * tk;
     std::uint8_t* out = keep + row * tk;
     const bool forced = sparge::row_forced(dense[h] != 0, sparge::self_similar(q_sim[bh * tq + i], th));
