@@ -12,8 +12,8 @@
 // relative L1 between the outputs), and each estimator Kokkos implements (spattn::estimate with backend "kokkos", mask
 // download included, and kokkos::estimate_on_device with the mask left on the device, against the plan's estimate;
 // decisions that differ from the CUDA mask). Kokkos timings: one warm-up, median of 3 (estimate_on_device: two
-// warm-ups, median of 10; the first call fills the backend's workspace cache). SALE's Kokkos estimate (scalar integer products of every candidate block: minutes at 32K) runs
-// only with KOKKOS_SALE=1.
+// warm-ups, median of 10; the first call fills the backend's workspace cache). SALE's Kokkos estimate (scalar integer
+// products of every candidate block: minutes at 32K) runs only with KOKKOS_SALE=1.
 //   WORKLOAD=video [ARMS=fgattn] ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
 

@@ -26,7 +26,8 @@
 namespace spattn::test {
 
 inline void check_bfla_scores(conformance::MemoryAdapter& memory, double c_bound) {
-  const int ran = conformance::for_each_case<bfla::Config>([&](const conformance::EstimatorCase& c, const bfla::Config& cfg) {
+  const int ran = conformance::for_each_case<bfla::Config>([&](const conformance::EstimatorCase& c,
+                                                               const bfla::Config& cfg) {
     const conformance::EstimatorInputs in = conformance::estimator_inputs(c);
     const Problem& p = in.problem;
     std::vector<std::vector<float>> scores;

@@ -245,7 +245,8 @@ TEST_CASE("CUDA estimators write only reachable tiles, within each row's slots (
 TEST_CASE("CUDA BFLA estimator: group scores within their rounding bound, every rule after them exact") {
   CudaMemory memory;
   constexpr double kC = 4.0;
-  const int ran = conformance::for_each_case<bfla::Config>([&](const conformance::EstimatorCase& c, const bfla::Config& cfg) {
+  const int ran = conformance::for_each_case<bfla::Config>([&](const conformance::EstimatorCase& c,
+                                                               const bfla::Config& cfg) {
     const DeviceCase device_case(c, memory);
     const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;

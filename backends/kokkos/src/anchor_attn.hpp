@@ -261,10 +261,8 @@ EstimateViews<Exec> anchor_attn_estimate_on(const Problem& p, const TensorView& 
         detail::AnchorPass<Exec>{geo, qt, kt, blocks_per_group, anchors.data(), level});
   }
   const std::int64_t rows = shape.num_rows();
-  auto qbar = detail::workspace<Exec, float>("spattn::anchor_qbar",
-                                 static_cast<std::size_t>(rows * c.step * d), false);
-  auto abar = detail::workspace<Exec, float>("spattn::anchor_abar",
-                                 static_cast<std::size_t>(rows * c.step), false);
+  auto qbar = detail::workspace<Exec, float>("spattn::anchor_qbar", static_cast<std::size_t>(rows * c.step * d), false);
+  auto abar = detail::workspace<Exec, float>("spattn::anchor_abar", static_cast<std::size_t>(rows * c.step), false);
   Kokkos::parallel_for("spattn::kokkos::anchor_means", Policy(idx(rows * c.step), ts),
                        detail::AnchorMeans<Exec>{geo, qt, anchors.data(), qbar.data(), abar.data()});
   auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep", static_cast<std::size_t>(rows * tk));

@@ -60,14 +60,13 @@ struct RegionFill {
 inline void run_anchor_pass_mma(const AnchorGeometry& geo, const DeviceTensor& q, const DeviceTensor& k, DType dtype,
                                 std::int64_t tk, float* anchors) {
   const std::int64_t rows = geo.s.batch * geo.groups;
-  auto row_ptr = detail::workspace<Kokkos::Cuda, std::int64_t>("spattn::region_row_ptr", static_cast<std::size_t>(rows + 1));
+  auto row_ptr = workspace<Kokkos::Cuda, std::int64_t>("spattn::region_row_ptr", static_cast<std::size_t>(rows + 1));
   Kokkos::parallel_for("spattn::kokkos::anchor_region_size", Kokkos::RangePolicy<Kokkos::Cuda>(0, rows),
                        RegionSize{geo, row_ptr.data()});
   scan_rows<Kokkos::Cuda>(row_ptr.data(), rows);
   // A row's region: at most the sink, the group and the lead before it, and at most the sequence.
   const std::int64_t per_row = std::min(tk, geo.n_sink + geo.group + geo.local_lead);
-  auto keys = detail::workspace<Kokkos::Cuda, std::int32_t>("spattn::region_keys",
-                                                           static_cast<std::size_t>(rows * per_row), false);
+  auto keys = workspace<Kokkos::Cuda, std::int32_t>("spattn::region_keys", static_cast<std::size_t>(rows * per_row), false);
   Kokkos::parallel_for("spattn::kokkos::anchor_region_fill", Kokkos::TeamPolicy<Kokkos::Cuda>(static_cast<int>(rows), 128),
                        RegionFill{geo, row_ptr.data(), keys.data()});
   AttendArgs a;

@@ -267,7 +267,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
   bfla::Config plain = c;  // the kernels copy it: no heap members
 
   auto scores = detail::workspace<Exec, float>("spattn::bfla_scores",
-                                                            static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
+                                               static_cast<std::size_t>(p.batch * p.heads_q * geo.gq * geo.gk));
   bool scored = false;  // by the tensor-core kernel (bfla_mma.hpp)
 #if defined(SPATTN_KOKKOS_MMA)
   if constexpr (std::is_same_v<Exec, Kokkos::Cuda>) {
@@ -300,7 +300,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
                          Scores{s, DeviceTensor::of(q), DeviceTensor::of(k), geo, tiles_u, tiles_v, scores.data(), level});
   }
   auto coarse = detail::workspace<Exec, std::uint8_t>("spattn::bfla_coarse",
-                                                                   static_cast<std::size_t>(p.batch * p.heads_kv * geo.lq * geo.lkv));
+                                                      static_cast<std::size_t>(p.batch * p.heads_kv * geo.lq * geo.lkv));
   {
     const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(geo.lkv)) +
                               3 * sizeof(float) * static_cast<std::size_t>(geo.lkv) + 64;
@@ -311,8 +311,7 @@ EstimateViews<Exec> bfla_estimate_on(const Problem& p, const TensorView& q, cons
                                                      scores.data(), coarse.data(), level});
   }
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles();
-  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep",
-                                                                 static_cast<std::size_t>(shape.num_rows() * tk));
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep", static_cast<std::size_t>(shape.num_rows() * tk));
   Kokkos::parallel_for("spattn::kokkos::bfla_expand", Policy(idx(shape.num_rows()), ts),
                        detail::BflaExpand<Exec>{s, geo, plain, tq, tk, coarse.data(), keep.data()});
 

@@ -235,19 +235,18 @@ Kokkos::View<std::uint8_t*, typename Exec::memory_space> fg_union_bitmap(
   using Policy = Kokkos::TeamPolicy<Exec>;
   const std::int64_t rows = g.s.batch * g.s.heads_q * g.tq, heads = g.s.batch * g.s.heads_q;
   const int ts = team_size<Exec>();
-  auto groups = detail::workspace<Exec, std::int32_t>("spattn::fg_groups", 0);
+  auto groups = workspace<Exec, std::int32_t>("spattn::fg_groups", 0);
   if (c.merge == fg_attn::Merge::xor_greedy) {
-    auto bits = detail::workspace<Exec, std::uint64_t>("spattn::fg_bits",
-                                                       static_cast<std::size_t>(rows * g.words), false);
+    auto bits = workspace<Exec, std::uint64_t>("spattn::fg_bits", static_cast<std::size_t>(rows * g.words), false);
     Kokkos::parallel_for("spattn::kokkos::fg_attn_bits", Policy(static_cast<int>(rows), ts), FgBits<Exec>{g, keep.data(), bits.data()});
-    groups = detail::workspace<Exec, std::int32_t>("spattn::fg_groups", static_cast<std::size_t>(rows));
+    groups = workspace<Exec, std::int32_t>("spattn::fg_groups", static_cast<std::size_t>(rows));
     const std::size_t bytes = FgXorGroups<Exec>::scratch_bytes(g.tq);
     const int level = scratch_level<Exec>(bytes);
     Kokkos::parallel_for("spattn::kokkos::fg_attn_xor_groups",
                          Policy(static_cast<int>(heads), ts).set_scratch_size(level, Kokkos::PerTeam(static_cast<int>(bytes))),
                          FgXorGroups<Exec>{g, bits.data(), groups.data(), level});
   }
-  auto out = detail::workspace<Exec, std::uint8_t>("spattn::keep_union", static_cast<std::size_t>(rows * g.tk));
+  auto out = workspace<Exec, std::uint8_t>("spattn::keep_union", static_cast<std::size_t>(rows * g.tk));
   Kokkos::parallel_for("spattn::kokkos::fg_attn_union_rows",
                        Policy(static_cast<int>(heads * ((g.tq + g.r - 1) / g.r)), ts)
                            .set_scratch_size(0, Kokkos::PerTeam(static_cast<int>(FgUnionRows<Exec>::scratch_bytes(g.r)))),
@@ -268,15 +267,14 @@ EstimateViews<Exec> fg_attn_estimate_on(const Problem& p, const TensorView& q, c
   const int ts = team_size<Exec>();
   const auto idx = [](std::int64_t n) { return static_cast<int>(n); };
   auto q_mean = detail::workspace<Exec, float>("spattn::q_mean",
-                                                            static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
+                                               static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
   auto k_mean = detail::workspace<Exec, float>("spattn::k_mean",
-                                                            static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
+                                               static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
   detail::pool_blocks<Exec>("spattn::kokkos::fg_attn_q_means", s, q, true, p.heads_q, c.tile_q, tq, nullptr, q_mean.data(),
                             nullptr);
   detail::pool_blocks<Exec>("spattn::kokkos::fg_attn_k_means", s, k, false, p.heads_kv, c.tile_k, tk, nullptr, k_mean.data(),
                             nullptr);
-  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep",
-                                                                 static_cast<std::size_t>(shape.num_rows() * tk));
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep", static_cast<std::size_t>(shape.num_rows() * tk));
   const std::size_t bytes = detail::FgSelect<Exec>::scratch_bytes(tk, d);
   const int level = scratch_level<Exec>(bytes);
   Kokkos::parallel_for("spattn::kokkos::fg_attn_select",

@@ -54,8 +54,7 @@ template <class Exec>
 void sequence_mean(const DeviceShape& s, const DeviceTensor& t, bool is_q, std::int64_t heads, std::int64_t max_n,
                    float* mu) {
   const std::int64_t bh = s.batch * heads, chunks = max_n > 0 ? (max_n + kMeanChunk - 1) / kMeanChunk : 1;
-  auto sums = detail::workspace<Exec, float>("spattn::chunk_sums",
-                                                          static_cast<std::size_t>(bh * chunks * s.d));
+  auto sums = workspace<Exec, float>("spattn::chunk_sums", static_cast<std::size_t>(bh * chunks * s.d));
   Kokkos::parallel_for("spattn::kokkos::chunk_sums",
                        Kokkos::TeamPolicy<Exec>(static_cast<int>(bh * chunks), team_size<Exec>()),
                        ChunkSums<Exec>{s, t, is_q, heads, chunks, sums.data()});

@@ -33,9 +33,6 @@ EstimateViews<Exec> sparge_estimate_on(const Problem& problem, const TensorView&
 
 namespace detail {
 
-template <class Exec>
-using Floats = Kokkos::View<float*, typename Exec::memory_space>;
-
 /// Step 3: the kept key blocks of one (batch, query head, query block) as bitmap row keep[row·tk + j].
 template <class Exec>
 struct SpargeSelect {
@@ -160,8 +157,7 @@ EstimateViews<Exec> sparge_estimate_on(const Problem& p, const TensorView& q, co
   const auto theta = detail::per_head<Exec>("spattn::theta", c.theta, p.heads_q, 0.0f);
   const auto tau = detail::per_head<Exec>("spattn::tau", c.tau, p.heads_q, 1.0f);
   const auto dense = detail::per_head<Exec>("spattn::dense", c.dense_heads, p.heads_q, std::uint8_t{0});
-  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep",
-                                                                 static_cast<std::size_t>(shape.num_rows() * tk));
+  auto keep = detail::workspace<Exec, std::uint8_t>("spattn::keep", static_cast<std::size_t>(shape.num_rows() * tk));
   const std::size_t bytes = sizeof(std::uint64_t) * static_cast<std::size_t>(detail::sort_length(tk)) +
                             (sizeof(float) + sizeof(int)) * static_cast<std::size_t>(tk) + 64;
   const int level = scratch_level<Exec>(bytes);
