@@ -107,6 +107,19 @@ TEST_CASE("CUDA executor with the cp.async gather only (no TMA) matches the refe
   unsetenv("SPATTN_CUDA_NO_TMA");
 }
 
+// The sm90 kernel's persistent CTAs draw items from a work queue; the table's launches have at most a few hundred
+// items, so most CTAs of a full grid run one. SPATTN_CUDA_GRID=2 makes each CTA run many items in a row (items with no
+// chunk, merged and plain, short and long), with and without TMA.
+TEST_CASE("CUDA executor on a grid of 2 CTAs (many items per CTA) matches the reference") {
+  setenv("SPATTN_CUDA_GRID", "2", 1);
+  CHECK(run_executor_table("SPATTN_CUDA_GRID=2") >= 37);
+  CHECK(run_executor_table("SPATTN_CUDA_GRID=2", true) >= 37);
+  setenv("SPATTN_CUDA_NO_TMA", "1", 1);
+  CHECK(run_executor_table("SPATTN_CUDA_GRID=2 SPATTN_CUDA_NO_TMA=1") >= 37);
+  unsetenv("SPATTN_CUDA_NO_TMA");
+  unsetenv("SPATTN_CUDA_GRID");
+}
+
 TEST_CASE("CUDA executor with the mma.sync kernel forced matches the reference") {
   setenv("SPATTN_CUDA_KERNEL", "sm80", 1);
   CHECK(run_executor_table("SPATTN_CUDA_KERNEL=sm80") >= 37);

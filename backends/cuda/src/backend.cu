@@ -152,6 +152,7 @@ FlashParams flash_params(const Problem& p, const TensorView& q, const TensorView
   f.empty_rows = empty_rows;
   f.order = dmask.order();
   f.order_blocks = dmask.order_blocks();
+  f.work_next = dmask.work_next();
   f.total_kv = p.cu_seqlens_kv.empty() ? p.seqlen_kv : p.cu_seqlens_kv.back();
   return f;
 }

@@ -106,6 +106,7 @@ void DeviceTileMask::allocate_order() {
   order_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
   order_base_ = allocate<std::int32_t>(base.size());
   detail::upload(order_base_, base.data(), base.size() * sizeof(std::int32_t));
+  work_next_ = allocate<std::int32_t>(1);
   if ((blocks + kWorkOrderPad) * sizeof(std::int64_t) > 48 * 1024)
     check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>((blocks + kWorkOrderPad) * sizeof(std::int64_t))),
@@ -255,7 +256,7 @@ void DeviceTensor::download(HostTensor& host) const {
 DeviceTileMask::~DeviceTileMask() {
   for (void* p : {static_cast<void*>(row_begin_), static_cast<void*>(tiles_), static_cast<void*>(item_begin_),
                   static_cast<void*>(item_tiles_), static_cast<void*>(item_members_), static_cast<void*>(order_),
-                  static_cast<void*>(order_base_)})
+                  static_cast<void*>(order_base_), static_cast<void*>(work_next_)})
     detail::device_free(p, owned_);
   if (!csr_) detail::device_free(row_end_, owned_), detail::device_free(item_end_, owned_);
 }

@@ -68,6 +68,7 @@ struct FlashParams {
   const std::int32_t* order;
   int order_blocks;  // 128-row blocks per (b, mask head)
   int order_size;    // entries in order (set by the sm90 launcher)
+  int* work_next;    // the work queue: a device counter the sm90 launcher zeroes on the stream (DeviceTileMask::work_next)
   std::int64_t total_kv;  // rows of K and V along N: seqlen_kv, or the packed total of a variable-length batch
   int tma_fine_rows;      // sm90: tile_k when fully valid chunks of such tiles load by TMA (set by the launcher)
   // PV-skip (sm90 only; off when pv_thr is null): per query head thresholds (device), vote rows 16/64/128,

@@ -9,12 +9,13 @@
 // merged item of 16/32/64-row tiles (DeviceTileMask::item_rows = 128: the union of the member tiles' key tiles, each
 // with a membership byte; per stage the producer publishes each member tile's 128-bit set of the chunk's keys, and each
 // warp masks the keys its own tile did not keep, so the output is exactly the mask's). The pieces, in file order:
-// - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, mbarriers)
-//   and its addresses at run time; Smem::init_barriers.
-// - Scheduler: work-item decoding (load: DeviceTileMask::order entry and query head → WorkItem, the sequence,
-//   heads, mask row, block key end and chunk count) and the persistent snake order (item_of). Items run longest
-//   first inside each (batch, mask head), the query heads sharing a mask row next to each other (same K/V under
-//   GQA); one CTA per item, or a persistent grid for short launches (launch_kernel).
+// - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, two work-item
+//   slots, mbarriers) and its addresses at run time; Smem::init_barriers.
+// - Scheduler: the work queue (fetch: an atomic counter over DeviceTileMask::order, zeroed by each launch) and
+//   work-item decoding (load: order entry and query head → WorkItem, the sequence, heads, mask row, block key end and
+//   chunk count). Items run longest first inside each (batch, mask head), the query heads sharing a mask row next to
+//   each other (same K/V under GQA); a persistent grid of one CTA per SM takes them from the queue (launch_kernel).
+//   The producer fetches and decodes each item and publishes it to the consumers in shared memory (item_full).
 // - Producer, warpgroup 0 (56 registers after setmaxnreg, 40 at D = 256): per item load_q (cp.async), then load_chunk
 //   walks the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) kBN at a time: writes
 //   the chunk's kBN key indices, then fills a stage of a 3-deep (2 at D = 256) mbarrier pipeline with those K and V
@@ -22,12 +23,13 @@
 //   valid (one box per tile), and otherwise load_gather, a 16-byte cp.async gather with zero-fill (stripes,
 //   causal diagonal, ends), so every tile_k (1 … 128) runs full kBN-key WGMMAs. Completion is signalled on the
 //   stage's K and V barriers (TMA transaction bytes, cp.async arrivals); the consumers fence the copies into
-//   the async proxy WGMMA reads.
+//   the async proxy WGMMA reads. A stage's K and V are refilled separately (k_empty after the chunk's softmax,
+//   v_empty after its P·V), so the next chunk's K loads while the consumers still hold the previous chunk's V.
 // - Consumer, warpgroups 1 and 2 (224 registers, 232 at D = 256): 64 query rows each. Per chunk: issue_s (S = Q·Kᵀ,
 //   WGMMA m64nkBNk16, both operands in shared memory); softmax: causal/past-the-end masking only where the chunk
 //   reaches past the warpgroup's first row, optional PV-skip (SpargeAttn), the core's base-2 online softmax
 //   (Exp2Fast) in registers; pack_p; issue_pv (O += P·V, WGMMA with P from registers, V transposed from shared
-//   memory); then release the stage. run_item is the software pipeline: the softmax of chunk j overlaps P·V of
+//   memory); K is released after the softmax, V after P·V. run_item is the software pipeline: the softmax of chunk j overlaps P·V of
 //   chunk j − 1, and the two warpgroups alternate GEMM turns (ping-pong).
 // - int8 QKᵀ (kInt8, AttendOptions::qk_int8: SpargeAttn's Sage mode): Q and K arrive as the int8 codes of
 //   int8_quant.cuh (code_cols(D) bytes per row, in the same swizzled layout: Q by cp.async, K by TMA boxes of 128 bytes
@@ -43,6 +45,7 @@
 #include <cstdlib>
 
 #include "device_common.cuh"
+#include "device_memory.cuh"
 #include "sm90.cuh"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
@@ -87,8 +90,9 @@ struct Plan {
   static constexpr int kCodeTile = kBN * code_cols(D);
   static constexpr bool kScaleInStage = kCodeTile + kBN * 4 <= kTile;
   static constexpr int kKeyScale = kMem + kStages * kMemWords * 4;
-  static constexpr int kBars = kKeyScale + (kScaleInStage ? 0 : kStages * kBN * 4);  // q_full, k_full[S], v_full[S], empty[S], q_empty
-  static constexpr int kBytes = kBars + (2 + 3 * kStages) * 8 + 1024;  // + slack to align the base
+  static constexpr int kQueue = kKeyScale + (kScaleInStage ? 0 : kStages * kBN * 4);  // 2 fetched work indices
+  static constexpr int kBars = kQueue + 8;  // q_full, k_full[S], v_full[S], k_empty[S], v_empty[S], q_empty
+  static constexpr int kBytes = kBars + (2 + 4 * kStages) * 8 + 1024;  // + slack to align the base
   static_assert(kBytes <= 227 * 1024);
   static_assert(code_cols(D) <= 2 * kD);  // the int8 mode's code tiles fit in the Q block and the K stages
 };
@@ -96,10 +100,15 @@ struct Plan {
 // The device pieces below exist in the sm_90a device pass only, the one where the kernel has a body.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-/// The plan at run time: shared-space addresses of the tiles and barriers, and the stages' key indices.
-/// Barriers: q_full (the item's Q has landed), k_full(s) / v_full(s) (stage s's K / V rows have landed; k_full
-/// also publishes the stage's key indices), empty(s) (the consumers are done with stage s) and q_empty (the
-/// consumers are done with the item's Q).
+
+/// The plan at run time: shared-space addresses of the tiles and barriers, the stages' key indices and the work queue's
+/// indices. Barriers: q_full (the item's index is published and its Q has landed),
+/// k_full(s) / v_full(s) (stage s's K / V rows have landed; k_full also publishes the stage's key indices),
+/// k_empty(s) (the consumers are done with stage s's K, keys, membership words and key scales: after the chunk's
+/// softmax), v_empty(s) (done with its V: after the chunk's P·V) and q_empty (the consumers are done with the item's Q).
+/// K and V are released separately (FlashAttention-3's two pipelines): the softmax of chunk j overlaps P·V of chunk
+/// j − 1, so the consumers hold two stages' V but only one stage's K, and the producer refills a K stage a chunk
+/// earlier than a stage released whole would allow (with 2 stages, D = 256: before, no load ran ahead at all).
 template <int D>
 struct Smem {
   using P = Plan<D>;
@@ -108,13 +117,15 @@ struct Smem {
   int* key_base;       // kStages × kBN key indices (generic pointer)
   std::uint32_t* mem_base;  // per stage, kMemWords membership words of a merged item's keys (generic pointer)
   float* key_scale_base;    // per stage, the int8 mode's scales of its kBN keys (generic pointer)
+  int* queue_base;          // 2 fetched work indices (generic pointer)
 
   __device__ __forceinline__ explicit Smem(unsigned char* raw)
       : base((smem_addr(raw) + 1023u) & ~1023u),
         key_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kKeys)),
         mem_base(reinterpret_cast<std::uint32_t*>(raw + (base - smem_addr(raw)) + P::kMem)),
         key_scale_base(reinterpret_cast<float*>(raw + (base - smem_addr(raw)) +
-                                                (P::kScaleInStage ? P::kK + P::kCodeTile : P::kKeyScale))) {}
+                                                (P::kScaleInStage ? P::kK + P::kCodeTile : P::kKeyScale))),
+        queue_base(reinterpret_cast<int*>(raw + (base - smem_addr(raw)) + P::kQueue)) {}
 
   __device__ __forceinline__ std::uint32_t q() const { return base + P::kQ; }
   __device__ __forceinline__ std::uint32_t k(int s) const { return base + P::kK + s * P::kTile; }
@@ -127,19 +138,23 @@ struct Smem {
   __device__ __forceinline__ float* key_scale(int s) const {
     return key_scale_base + s * (P::kScaleInStage ? P::kTile / 4 : kBN);
   }
+  /// The index of the CTA's n-th work item (Scheduler::fetch; slot n % 2), written by the producer's thread 0.
+  __device__ __forceinline__ int* queue(int n) const { return queue_base + (n & 1); }
   __device__ __forceinline__ std::uint32_t q_full() const { return base + P::kBars; }
   __device__ __forceinline__ std::uint32_t k_full(int s) const { return base + P::kBars + 8u * (1 + s); }
   __device__ __forceinline__ std::uint32_t v_full(int s) const { return base + P::kBars + 8u * (1 + kStages + s); }
-  __device__ __forceinline__ std::uint32_t empty(int s) const { return base + P::kBars + 8u * (1 + 2 * kStages + s); }
-  __device__ __forceinline__ std::uint32_t q_empty() const { return base + P::kBars + 8u * (1 + 3 * kStages); }
+  __device__ __forceinline__ std::uint32_t k_empty(int s) const { return base + P::kBars + 8u * (1 + 2 * kStages + s); }
+  __device__ __forceinline__ std::uint32_t v_empty(int s) const { return base + P::kBars + 8u * (1 + 3 * kStages + s); }
+  __device__ __forceinline__ std::uint32_t q_empty() const { return base + P::kBars + 8u * (1 + 4 * kStages); }
 
   /// One thread, before the CTA's first __syncthreads.
   __device__ __forceinline__ void init_barriers() const {
-    mbar_init(q_full(), 128);
+    mbar_init(q_full(), 129);  // per producer thread its Q copies' arrive, and thread 0's release of the item's index
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 256);  // per producer thread: a release arrive (keys) and its copies' arrive
       mbar_init(v_full(s), 128);
-      mbar_init(empty(s), 256);  // one arrival per consumer thread (Consumer::release)
+      mbar_init(k_empty(s), 256);  // one arrival per consumer thread (Consumer::release_k / release_v)
+      mbar_init(v_empty(s), 256);
     }
     mbar_init(q_empty(), 8);  // the consumer warps are done with the item's Q
   }
@@ -147,6 +162,7 @@ struct Smem {
 
 // ----------------------------------------------------------------------------------------------------------
 // Scheduler
+
 
 /// One work item: a 128-row query block of one query head, with its mask row — or, for 16/32/64-row tiles, its
 /// merged item (the union of its tiles' key tiles, with membership bytes).
@@ -164,7 +180,9 @@ struct WorkItem {
 
 /// The launch's work items: entry w / group of DeviceTileMask::order (a 128-row block of (b, mask head)), for
 /// query head w % group of the `group` query heads that share that mask head (adjacent: GQA's K/V reuse).
-/// Persistent CTAs, one per SM, each run a sequence of them (item_of). kBN: keys per chunk.
+/// Persistent CTAs, one per SM, take them from a work queue: the producer's `fetch` is an atomic increment of the
+/// launch's counter (FlashParams::work_next), so items start in the longest-first order and each CTA takes the next one
+/// as soon as it can load it (no static share: a CTA that drew short items takes more). kBN: keys per chunk.
 template <int kBN>
 struct Scheduler {
   const FlashParams& p;
@@ -174,13 +192,8 @@ struct Scheduler {
   __device__ __forceinline__ explicit Scheduler(const FlashParams& params)
       : p(params), group(params.heads_q / params.mask_heads), total(params.order_size * group) {}
 
-  /// This CTA's n-th work item (none when >= total). Round n of the grid takes items n·grid … n·grid + grid − 1,
-  /// CTA i the i-th of them in even rounds and the (grid − 1 − i)-th in odd ones: a snake over the longest-first
-  /// order, so no CTA gets the longest item of every round.
-  __device__ __forceinline__ int item_of(int n) const {
-    const int i = static_cast<int>(blockIdx.x), g = static_cast<int>(gridDim.x);
-    return n * g + ((n & 1) ? g - 1 - i : i);
-  }
+  /// The next work item's index (>= total: none left). One thread.
+  __device__ __forceinline__ int fetch() const { return atomicAdd(p.work_next, 1); }
 
   __device__ __forceinline__ WorkItem load(int w) const {
     WorkItem it;
@@ -247,11 +260,25 @@ struct Producer {
         bytes(c * 8 < D ? 16 : 0), k_sn(static_cast<int>(params.k_sn)), v_sn(static_cast<int>(params.v_sn)),
         c8(t % (kCodeCols / 16)), r8(t / (kCodeCols / 16)) {}
 
+  /// The CTA's items from the queue: for its n-th item, thread 0 has fetched the index into queue(n) (the next one is
+  /// fetched once this one's Q is on its way). Once the consumers are done with item n − 1's Q (so every consumer
+  /// thread has read queue(n − 1)), the item's Q is loaded and q_full's phase n publishes the index with it; an index
+  /// past the last item is published alone and ends the CTA.
   __device__ __forceinline__ void run(const Scheduler<kBN>& sched) {
     int it = 0;  // chunks loaded over all items: stage it % kStages, phase (it / kStages) & 1
-    for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
+    if (t == 0) *sm.queue(0) = sched.fetch();
+    for (int n = 0;; ++n) {
+      producer_sync();  // queue(n) written (thread 0); every thread read queue(n − 1) before thread 0 rewrites it
+      const int w = *sm.queue(n);
+      mbar_wait(sm.q_empty(), (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
+      if (t == 0) mbar_arrive(sm.q_full());  // releases thread 0's write of queue(n)
+      if (w >= sched.total) {
+        mbar_arrive(sm.q_full());
+        break;
+      }
       const WorkItem item = sched.load(w);
-      load_q(item, n);
+      load_q(item);
+      if (t == 0) *sm.queue(n + 1) = sched.fetch();
       const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : item.b * p.k_sb) + item.hkv * p.k_sh + item.off_kv * p.k_sn + col;
       const T* vg = static_cast<const T*>(p.v) + (p.cu_kv ? 0 : item.b * p.v_sb) + item.hkv * p.v_sh + item.off_kv * p.v_sn + col;
       const std::int8_t* k8g = nullptr;  // int8 mode: this thread's chunk of the item's K code rows
@@ -263,10 +290,9 @@ struct Producer {
     cp_async_wait<0>();  // nothing left in flight when the producer exits
   }
 
-  /// The item's Q block (n: the CTA's item number), once the consumers are done with the previous one's.
-  __device__ __forceinline__ void load_q(const WorkItem& item, int n) {
+  /// The item's Q block (the consumers are done with the previous one's).
+  __device__ __forceinline__ void load_q(const WorkItem& item) {
     const T* qg = static_cast<const T*>(p.q) + (p.cu_q ? 0 : item.b * p.q_sb) + item.h * p.q_sh + col;
-    mbar_wait(sm.q_empty(), (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
     if constexpr (kInt8) {
       const std::int8_t* q8g =
           p.q8 + (((p.cu_q ? 0 : item.b) * static_cast<std::int64_t>(p.heads_q) + item.h) * p.total_q + item.off_q) * kCodeCols + c8 * 16;
@@ -286,11 +312,13 @@ struct Producer {
   }
 
   /// Chunk `chunk` of the item into stage it % kStages: its key indices, then its K and V rows by the
-  /// cheapest path that applies. kg / vg: this thread's column of the item's K / V head.
+  /// cheapest path that applies. kg / vg: this thread's column of the item's K / V head. The K half waits for the
+  /// stage's k_empty, the V half for its v_empty (every thread: no arrival on a full barrier before the consumers
+  /// have waited for its previous phase).
   __device__ __forceinline__ void load_chunk(const WorkItem& item, int chunk, int it, const T* kg, const T* vg,
                                              const std::int8_t* k8g) {
     const int s = it % kStages;
-    mbar_wait(sm.empty(s), ((it / kStages) & 1) ^ 1);
+    mbar_wait(sm.k_empty(s), ((it / kStages) & 1) ^ 1);
     int* keys = sm.keys(s);
     if (t < kBN) {
       const int j = mask_policy::key_at<int>(item.tiles, item.count, p.tile_k, chunk * kBN + t, item.limit);
@@ -311,61 +339,67 @@ struct Producer {
     }
     producer_sync();
     const int j0 = keys[0];
-    if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) load_tma(item, s, j0);
-    else if (kTma && p.tma_fine_rows > 0 && keys[kBN - 1] >= 0) load_tma_fine(item, s, keys);
-    else load_gather(s, keys, kg, vg, k8g);
+    const std::uint32_t v_phase = ((it / kStages) & 1) ^ 1;
+    if (kTma && j0 >= 0 && keys[kBN - 1] == j0 + kBN - 1) load_tma(item, s, j0, v_phase);
+    else if (kTma && p.tma_fine_rows > 0 && keys[kBN - 1] >= 0) load_tma_fine(item, s, keys, v_phase);
+    else load_gather(s, keys, kg, vg, k8g, v_phase);
   }
 
-  /// The stage's K and V barriers for a TMA-loaded chunk: this thread's release arrive (keys) and copy arrivals.
-  __device__ __forceinline__ void arrive_tma(int s) const {
+  /// The stage's K barrier for a TMA-loaded chunk: this thread's release arrive (keys) and copy arrival.
+  __device__ __forceinline__ void arrive_tma_k(int s) const {
     mbar_arrive(sm.k_full(s));
     cp_async_mbar_arrive(sm.k_full(s));
-    cp_async_mbar_arrive(sm.v_full(s));
   }
 
   /// kBN consecutive keys from j0 (keys ascend strictly): kD/64 TMA boxes of kBN rows × 64 columns each for K
   /// and V, swizzled by the copy engine exactly like the cp.async gather (columns past D are filled with zeros).
-  __device__ __forceinline__ void load_tma(const WorkItem& item, int s, int j0) {
+  __device__ __forceinline__ void load_tma(const WorkItem& item, int s, int j0, std::uint32_t v_phase) {
+    const int row = static_cast<int>(item.off_kv) + j0, bb = p.cu_kv ? 0 : item.b;
     if (t == 0) {
-      const int row = static_cast<int>(item.off_kv) + j0, bb = p.cu_kv ? 0 : item.b;
       mbar_expect_tx(sm.k_full(s), kKBytes);
 #pragma unroll
       for (int cb = 0; cb < (kInt8 ? kCodeCols / 128 : kD / 64); ++cb)  // 128-byte columns of 64 elements or codes
         tma_load_4d(sm.k(s) + cb * kBN * 128, &tma_k, cb * (kInt8 ? 128 : 64), row, item.hkv, bb, sm.k_full(s));
+    }
+    arrive_tma_k(s);
+    mbar_wait(sm.v_empty(s), v_phase);
+    if (t == 0) {
       mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
 #pragma unroll
       for (int cb = 0; cb < kD / 64; ++cb)
         tma_load_4d(sm.v(s) + cb * kBN * 128, &tma_v, cb * 64, row, item.hkv, bb, sm.v_full(s));
     }
-    arrive_tma(s);
+    cp_async_mbar_arrive(sm.v_full(s));
   }
 
   /// Every key of the chunk valid, tiles of tile_k = tma_fine_rows (8 … 64) keys: one TMA box of tile_k rows
   /// per tile, column block and tensor, issued by one lane per tile of warp 0.
-  __device__ __forceinline__ void load_tma_fine(const WorkItem& item, int s, const int* keys) {
+  __device__ __forceinline__ void load_tma_fine(const WorkItem& item, int s, const int* keys, std::uint32_t v_phase) {
+    const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
+    const bool issuer = t < tiles_here;  // lanes of warp 0, one per tile
+    const int row = static_cast<int>(item.off_kv) + keys[issuer ? t * rows : 0], bb = p.cu_kv ? 0 : item.b;
     if (t < 32) {
-      const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
-      if (t == 0) {
-        mbar_expect_tx(sm.k_full(s), kKBytes);
-        mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
-      }
+      if (t == 0) mbar_expect_tx(sm.k_full(s), kKBytes);
       __syncwarp();
-      if (t < tiles_here) {
-        const int row = static_cast<int>(item.off_kv) + keys[t * rows], bb = p.cu_kv ? 0 : item.b;
+      if (issuer) {
 #pragma unroll
-        for (int cb = 0; cb < kD / 64; ++cb) {
-          const std::uint32_t at = s * P::kTile + cb * kBN * 128 + t * rows * 128;
-          if (!kInt8) tma_load_4d(sm.base + P::kK + at, &tma_k_fine, cb * 64, row, item.hkv, bb, sm.k_full(s));
-          tma_load_4d(sm.base + P::kV + at, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
-        }
-        if constexpr (kInt8) {
-#pragma unroll
-          for (int cb = 0; cb < kCodeCols / 128; ++cb)
-            tma_load_4d(sm.k(s) + cb * kBN * 128 + t * rows * 128, &tma_k_fine, cb * 128, row, item.hkv, bb, sm.k_full(s));
-        }
+        for (int cb = 0; cb < (kInt8 ? kCodeCols / 128 : kD / 64); ++cb)  // 128-byte columns of 64 elements or codes
+          tma_load_4d(sm.k(s) + cb * kBN * 128 + t * rows * 128, &tma_k_fine, cb * (kInt8 ? 128 : 64), row, item.hkv,
+                      bb, sm.k_full(s));
       }
     }
-    arrive_tma(s);
+    arrive_tma_k(s);
+    mbar_wait(sm.v_empty(s), v_phase);
+    if (t < 32) {
+      if (t == 0) mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
+      __syncwarp();
+      if (issuer) {
+#pragma unroll
+        for (int cb = 0; cb < kD / 64; ++cb)
+          tma_load_4d(sm.v(s) + cb * kBN * 128 + t * rows * 128, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
+      }
+    }
+    cp_async_mbar_arrive(sm.v_full(s));
   }
 
   /// Swizzled offset of this thread's chunk c of row r_first + i·kRowStep in a stage: dst0 + i·kRowStep·128 when
@@ -378,7 +412,8 @@ struct Producer {
 
   /// Any chunk (stripes, the causal diagonal, the end of the list): 16-byte cp.async copies of the keys' rows,
   /// zero-filled for the −1 entries. This thread copies chunk c of rows r_first + kRowStep·i.
-  __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg, const std::int8_t* k8g) {
+  __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg, const std::int8_t* k8g,
+                                              std::uint32_t v_phase) {
     const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
     if constexpr (kInt8) {  // code rows: chunk c8 of rows r8 + kCodeRowStep<D>·i (a multiple of 8: one swizzle phase)
       const std::uint32_t dst8 = swizzled_offset(kBN, r8, c8);
@@ -397,6 +432,7 @@ struct Producer {
     }
     mbar_arrive(sm.k_full(s));           // publishes keys[t] (release)
     cp_async_mbar_arrive(sm.k_full(s));  // completes when this thread's K copies have landed
+    mbar_wait(sm.v_empty(s), v_phase);
 #pragma unroll
     for (int i = 0; i < kBN / kRowStep; ++i) {
       const int j = keys[r_first + i * kRowStep];
@@ -484,11 +520,14 @@ struct Consumer {
   __device__ __forceinline__ void run(const Scheduler<kBN>& sched) {
     if (kPingpong && cw == 1) named_arrive(2, 256);
     int it = 0;  // chunks consumed over all items
-    for (int n = 0, w = sched.item_of(0); w < sched.total; w = sched.item_of(++n)) {
+    for (int n = 0;; ++n) {
+      mbar_wait(sm.q_full(), n & 1);  // the producer's n-th item index, and its Q (Producer::run)
+      const int w = *sm.queue(n);
+      if (w >= sched.total) break;
       const WorkItem item = sched.load(w);
       start_item(item);
       resume(item);
-      run_item(item, n, it);
+      run_item(item, it);
       epilogue<D>(p, item, wg_row0 + warp * 16 + g, t4, acc_o, m_run, l_run);
       it += item.chunks;
     }
@@ -546,14 +585,16 @@ struct Consumer {
   }
 
   /// Software pipeline (FlashAttention-3's intra-warpgroup overlap) over the item's chunks, it: the chunks
-  /// consumed before this item (stage it % kStages, phase (it / kStages) & 1), n: the CTA's item number. While
+  /// consumed before this item (stage it % kStages, phase (it / kStages) & 1); its Q has landed (run). While
   /// P_{j-1}·V_{j-1} runs on the tensor cores, this warpgroup computes the softmax of S_j. Q is released to the
   /// producer (next item) as soon as the item's last Q·Kᵀ is done.
-  __device__ __forceinline__ void run_item(const WorkItem& item, int n, int it) {
+  __device__ __forceinline__ void run_item(const WorkItem& item, int it) {
     const int chunks = item.chunks;
-    mbar_wait(sm.q_full(), n & 1);
-    fence_async_shared();
-    if (chunks == 0 && lane == 0) mbar_arrive(sm.q_empty());
+    fence_async_shared();  // Q's cp.async writes (q_full, waited for in run) before WGMMA reads them
+    if (chunks == 0) {
+      __syncwarp();  // every lane has read queue(n) and waited for q_full's phase n
+      if (lane == 0) mbar_arrive(sm.q_empty());
+    }
     if (chunks > 0) {
       float alpha[2];
       wait_full(sm.k_full(it % kStages), it);
@@ -562,6 +603,7 @@ struct Consumer {
       wgmma_wait<0>();
       if (chunks == 1 && lane == 0) mbar_arrive(sm.q_empty());
       skip_pv = softmax(item, it % kStages, 0, alpha);
+      release_k(it % kStages);
       rescale_o(alpha);  // a resumed row's l·O (otherwise zeros) follows the first chunk's max
       pack_p();
     }
@@ -579,9 +621,10 @@ struct Consumer {
       wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
       if (chunk == chunks - 1 && lane == 0) mbar_arrive(sm.q_empty());
       const bool skip_next = softmax(item, s, chunk, alpha);
+      release_k(s);
       wgmma_wait<0>();
       skip_pv = skip_next;
-      release(prev);
+      release_v(prev);
       rescale_o(alpha);
       pack_p();
     }
@@ -591,15 +634,16 @@ struct Consumer {
       wgmma_fence();
       issue_pv(last);
       wgmma_wait<0>();
-      release(last);
+      release_v(last);
     }
   }
 
-  /// This thread is done with stage s (its key indices and membership words included): it arrives on the stage's
-  /// empty barrier itself, so each thread's reads are ordered before the producer's next writes by its own release
-  /// (one arrival per warp, after a __syncwarp, left compute-sanitizer racecheck reporting hazards on the key
-  /// indices with 2 stages).
-  __device__ __forceinline__ void release(int s) const { mbar_arrive(sm.empty(s)); }
+  /// This thread is done with stage s's K (after the chunk's softmax: its key indices, membership words and key
+  /// scales included) / V (after its P·V): it arrives on the stage's k_empty / v_empty barrier itself, so each
+  /// thread's reads are ordered before the producer's next writes by its own release (one arrival per warp, after a
+  /// __syncwarp, left compute-sanitizer racecheck reporting hazards on the key indices with 2 stages).
+  __device__ __forceinline__ void release_k(int s) const { mbar_arrive(sm.k_empty(s)); }
+  __device__ __forceinline__ void release_v(int s) const { mbar_arrive(sm.v_empty(s)); }
 
   /// Waits for a stage barrier of global chunk gi (chunk index over all items).
   __device__ __forceinline__ void wait_full(std::uint32_t bar, int gi) const {
@@ -885,15 +929,18 @@ void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int 
   int dev = 0, sms = 0;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  // Persistent (one CTA per SM: the stages fill shared memory) when there are at most 16 items per SM, so a
-  // CTA's fixed costs (Q load, first Q·Kᵀ, epilogue) overlap the next item's loads and the last wave is not
-  // ragged; one CTA per item for more, where the hardware's block scheduler balances better than the static
-  // snake. A/B on the H100: 8K (2048 items) dense 1.09 -> 1.03 ms and 11 % 0.274 -> 0.236 ms persistent;
-  // 32K dense 16.2 -> 17.0 ms, 32K 16-key tiles 4.94 -> 5.17 ms and 128K 11 % 30.4 -> 32.2 ms persistent.
-  const int grid = items <= 16 * sms ? std::min(items, std::max(sms, 1)) : items;
+  // Persistent: one CTA per SM (the stages fill shared memory), drawing items from the work queue (Scheduler), so a
+  // CTA's fixed costs (Q load, first Q·Kᵀ, epilogue) overlap the next item's loads, and the longest-first order is
+  // kept by whichever CTA is free first. SPATTN_CUDA_GRID=n caps the grid (the GPU tests: many items per CTA).
+  int grid = std::min(items, std::max(sms, 1));
+  if (const char* cap = std::getenv("SPATTN_CUDA_GRID"); cap != nullptr && std::atoi(cap) > 0)
+    grid = std::min(grid, std::atoi(cap));
   FlashParams f = params;
   f.order_size = order_size;
-  if (grid > 0) kernel<<<grid, kThreads, P::kBytes, stream>>>(f, maps[0], maps[1], maps[2], maps[3]);
+  if (grid <= 0) return;
+  if (f.work_next == nullptr) fail("cuda backend: the sm90 kernel needs the mask's work queue (DeviceTileMask::work_next)");
+  detail::check(cudaMemsetAsync(f.work_next, 0, sizeof(int), stream), "cudaMemsetAsync");
+  kernel<<<grid, kThreads, P::kBytes, stream>>>(f, maps[0], maps[1], maps[2], maps[3]);
 }
 
 /// The kernel for the paths `f` asks for (merged items, PV-skip; int8: kInt8), TMA or not.

@@ -57,6 +57,10 @@ class DeviceTileMask {
   /// kernel runs them in this order.
   const std::int32_t* order() const { return order_; }
   int order_size() const { return order_size_; }
+  /// With order(): the sm90 kernel's work queue, one device counter that each launch over this mask zeroes on its
+  /// stream and its CTAs draw order() entries from. Launches that share a DeviceTileMask must therefore run one at a
+  /// time (one stream, or ordered by events), as an estimate into it already must.
+  std::int32_t* work_next() const { return work_next_; }
   int order_blocks() const { return order_blocks_; }
   /// Builds order() (tile_q a multiple of 128) and, for a mask estimated on the device with 16/32-row tiles, the
   /// merged items from the rows on `stream` (kernels: no host synchronisation, graph-capturable).
@@ -87,6 +91,7 @@ class DeviceTileMask {
   int item_rows_ = 0;  ///< 0: no items
   std::int32_t* order_ = nullptr;
   std::int32_t* order_base_ = nullptr;  ///< per batch: first order entry of (b, mask head 0), and its block count
+  std::int32_t* work_next_ = nullptr;   ///< the sm90 kernel's work queue counter (with order_)
   int order_size_ = 0, order_blocks_ = 0;
   std::size_t bytes_ = 0;
   std::int64_t tile_slots_ = 0;
