@@ -5,7 +5,8 @@
 // QK_INT8=1: every arm also runs in SpargeAttn's int8 QKᵀ mode (AttendOptions::qk_int8; default blocks 128 × 64),
 // checked against the reference in that mode and timed as the executor's whole enqueue (the codes' prologue, then
 // the kernel), in a row marked "int8".
-//   [HEAD_DIM=D] [QK_INT8=1] ./spattn_bench_cuda [N ...]
+// ARMS=substring runs only the masks whose name contains it (e.g. ARMS=stripes).
+//   [HEAD_DIM=D] [QK_INT8=1] [ARMS=…] ./spattn_bench_cuda [N ...]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -104,7 +105,9 @@ int main(int argc, char** argv) {
     // Head-0 slice for the reference check.
     Problem p1 = p;
     p1.heads_q = p1.heads_kv = 1;
+    const char* only = std::getenv("ARMS");
     for (const Arm& arm : arms) {
+      if (only != nullptr && arm.name.find(only) == std::string::npos) continue;
       for (const bool int8 : {false, true}) {
         if (int8 && !with_int8) continue;
         AttendOptions options;

@@ -92,6 +92,65 @@ int run_executor_table(const char* what, bool resumed = false) {
   return ran;
 }
 
+/// DeviceTileMask::order() against an order built here by sorting: per sequence, sections of order_section()
+/// consecutive mask heads, and inside a section every 128-row block of those heads once (blocks past the sequence's
+/// end left out), longest first (mask_policy::runs_before, index head in the section · blocks + block).
+TEST_CASE("The sm90 work order lists every block once, longest first inside sections of heads") {
+  struct Shape {
+    const char* name;
+    std::int64_t batch, heads, n, tile_q;
+    std::vector<std::int64_t> lens;
+  };
+  const std::vector<Shape> shapes = {{"H 40, N 1000", 1, 40, 1000, 128, {}},
+                                     {"H 32, N 8192, 256-row tiles", 1, 32, 8192, 256, {}},
+                                     {"H 3, N 40000", 1, 3, 40000, 128, {}},
+                                     {"varlen B 3, H 6", 3, 6, 900, 128, {900, 1, 300}}};
+  for (const Shape& c : shapes) {
+    CAPTURE(c.name);
+    Problem p;
+    p.batch = c.batch;
+    p.heads_q = p.heads_kv = c.heads;
+    p.seqlen_q = p.seqlen_kv = c.n;
+    p.head_dim = 128;
+    p.causal = true;
+    if (!c.lens.empty()) {
+      p.cu_seqlens_q = {0};
+      for (std::int64_t len : c.lens) p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + len);
+      p.cu_seqlens_kv = p.cu_seqlens_q;
+    }
+    const TileMask mask = random_mask(MaskShape::of(p, static_cast<std::int32_t>(c.tile_q), 128), 0.4);
+    const cuda::DeviceTileMask dm(mask);
+    REQUIRE(dm.order() != nullptr);
+    std::vector<std::int32_t> got(static_cast<std::size_t>(dm.order_size()));
+    cuda_check(cudaDeviceSynchronize());
+    cuda_check(cudaMemcpy(got.data(), dm.order(), got.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+    const std::int64_t section = dm.order_section(), blocks = dm.order_blocks(), per_tile = c.tile_q / 128;
+    CHECK(section >= 1);
+    CHECK(section <= c.heads);
+    MESSAGE(c.name << ": " << section << " heads per section, " << got.size() << " blocks");
+    std::vector<std::int32_t> want;
+    for (std::int64_t b = 0; b < c.batch; ++b) {
+      const std::int64_t nb = (mask.shape.seqlen_q_of(b) + 127) / 128;
+      for (std::int64_t h0 = 0; h0 < c.heads; h0 += section) {
+        struct Block {
+          std::int64_t kept, index;
+          std::int32_t code;
+        };
+        std::vector<Block> sec;
+        for (std::int64_t h = h0; h < std::min(h0 + section, c.heads); ++h)
+          for (std::int64_t i = 0; i < nb; ++i)
+            sec.push_back({static_cast<std::int64_t>(mask.row(b, h, i / per_tile).size()), (h - h0) * nb + i,
+                           static_cast<std::int32_t>((b * c.heads + h) * blocks + i)});
+        std::sort(sec.begin(), sec.end(), [](const Block& x, const Block& y) {
+          return x.kept > y.kept || (x.kept == y.kept && x.index < y.index);
+        });
+        for (const Block& x : sec) want.push_back(x.code);
+      }
+    }
+    CHECK(got == want);
+  }
+}
+
 TEST_CASE("CUDA executor matches the reference over the shared conformance table") {
   CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)") >= 37);
   CHECK(run_executor_table("default (sm90 on Hopper for tile_q multiples of 128, TMA)", true) >= 37);

@@ -23,27 +23,42 @@ using detail::check;
 /// (two 16-byte reads) before the loop's exit test, which compute-sanitizer reports as reads past the allocation.
 constexpr int kWorkOrderPad = 4;
 
-/// One CTA per (batch, mask head): each 128-row block's rank under mask_policy::runs_before among the blocks of
-/// its (batch, head) is its place in the order. Kept counts are staged in shared memory ((blocks + kWorkOrderPad) · 8
-/// bytes).
+/// One CTA per (batch, section of `section` consecutive mask heads): each 128-row block's rank under
+/// mask_policy::runs_before among the blocks of its section (index: head in the section · nb + block) is its place in
+/// the order. Kept counts are staged in shared memory ((section · blocks + kWorkOrderPad) · 8 bytes).
 /// base[2b] = first order entry of (b, mask head 0), base[2b + 1] = 128-row blocks of sequence b.
 __global__ void work_order_kernel(const std::int64_t* row_begin, const std::int64_t* row_end, int num_q_tiles,
-                                  int per_tile, int mask_heads, int blocks, const std::int32_t* base,
+                                  int per_tile, int mask_heads, int blocks, int section, const std::int32_t* base,
                                   std::int32_t* order) {
   extern __shared__ std::int64_t kept[];
-  const int bh = static_cast<int>(blockIdx.x), b = bh / mask_heads, h = bh % mask_heads;
-  const int nb = base[2 * b + 1];
-  for (int i = threadIdx.x; i < nb; i += blockDim.x) {
-    const std::int64_t r = static_cast<std::int64_t>(bh) * num_q_tiles + i / per_tile;
-    kept[i] = row_end[r] - row_begin[r];
+  const int sections = (mask_heads + section - 1) / section;
+  const int b = static_cast<int>(blockIdx.x) / sections, h0 = static_cast<int>(blockIdx.x) % sections * section;
+  const int nb = base[2 * b + 1], n = min(section, mask_heads - h0) * nb;
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
+    const std::int64_t bh = static_cast<std::int64_t>(b) * mask_heads + h0 + e / nb;
+    const std::int64_t r = bh * num_q_tiles + (e % nb) / per_tile;
+    kept[e] = row_end[r] - row_begin[r];
   }
   __syncthreads();
-  const std::int64_t first = base[2 * b] + static_cast<std::int64_t>(h) * nb;
-  for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+  const std::int64_t first = base[2 * b] + static_cast<std::int64_t>(h0) * nb;
+  for (int e = threadIdx.x; e < n; e += blockDim.x) {
     int rank = 0;
-    for (int j = 0; j < nb; ++j) rank += mask_policy::runs_before<std::int64_t>(kept[j], j, kept[i], i) ? 1 : 0;
-    order[first + rank] = bh * blocks + i;
+    for (int f = 0; f < n; ++f) rank += mask_policy::runs_before<std::int64_t>(kept[f], f, kept[e], e) ? 1 : 0;
+    order[first + rank] = (b * mask_heads + h0 + e / nb) * blocks + e % nb;
   }
+}
+
+/// Mask heads per section of the work order (DeviceTileMask::order_section): as many as have their keys and values
+/// in half the GPU's L2 cache together (each head's K and V counted as rows of 512 bytes: head dim 128 in 16 bits;
+/// an H100's 50 MB: 6 heads at 8K keys, 1 from 16K on), at most mask_heads and 2048 blocks (the work order kernel's
+/// shared memory), at least 1.
+int section_heads(const MaskShape& s, std::int64_t blocks) {
+  int dev = 0, l2 = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
+  const std::int64_t fit = static_cast<std::int64_t>(l2) / 2 / (std::max<std::int64_t>(s.seqlen_kv, 1) * 512);
+  return static_cast<int>(
+      std::max<std::int64_t>(1, std::min({fit, s.mask_heads, 2048 / std::max<std::int64_t>(blocks, 1)})));
 }
 
 /// Rows per merged work item of a mask of this shape, 0 for none (DeviceTileMask::item_rows): 128 where the sm90
@@ -103,13 +118,14 @@ void DeviceTileMask::allocate_order() {
   }
   order_size_ = static_cast<int>(total);
   order_blocks_ = static_cast<int>(blocks);
+  order_section_ = section_heads(shape_, blocks);
   order_ = allocate<std::int32_t>(static_cast<std::size_t>(total));
   order_base_ = allocate<std::int32_t>(base.size());
   detail::upload(order_base_, base.data(), base.size() * sizeof(std::int32_t));
   work_next_ = allocate<std::int32_t>(1);
-  if ((blocks + kWorkOrderPad) * sizeof(std::int64_t) > 48 * 1024)
-    check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>((blocks + kWorkOrderPad) * sizeof(std::int64_t))),
+  const std::int64_t staged = (order_section_ * blocks + kWorkOrderPad) * static_cast<std::int64_t>(sizeof(std::int64_t));
+  if (staged > 48 * 1024)
+    check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged)),
           "work order: shared memory for this sequence length");
 }
 
@@ -148,12 +164,14 @@ void DeviceTileMask::build_work_order(CUstream_st* stream) const {
     check(cudaGetLastError(), "merged items kernel launch");
   }
   if (order_ == nullptr || order_size_ == 0) return;
-  const auto grid = static_cast<unsigned>(shape_.batch * shape_.mask_heads);
+  const std::int64_t sections = (shape_.mask_heads + order_section_ - 1) / order_section_;
+  const auto grid = static_cast<unsigned>(shape_.batch * sections);
   const bool items = item_rows_ == 128;  // the blocks are the items: ranked by their unions' lengths
-  work_order_kernel<<<grid, 256, static_cast<std::size_t>(order_blocks_ + kWorkOrderPad) * sizeof(std::int64_t), stream>>>(
+  const auto staged = static_cast<std::size_t>(order_section_) * static_cast<std::size_t>(order_blocks_) + kWorkOrderPad;
+  work_order_kernel<<<grid, 256, staged * sizeof(std::int64_t), stream>>>(
       items ? item_begin_ : row_begin_, items ? item_end_ : row_end_,
       items ? order_blocks_ : static_cast<int>(shape_.num_q_tiles()), items ? 1 : shape_.tile_q / 128,
-      static_cast<int>(shape_.mask_heads), order_blocks_, order_base_, order_);
+      static_cast<int>(shape_.mask_heads), order_blocks_, order_section_, order_base_, order_);
   check(cudaGetLastError(), "work order kernel launch");
 }
 

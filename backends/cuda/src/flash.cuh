@@ -64,7 +64,7 @@ struct FlashParams {
   int item_rows;  ///< rows per item: 64 or 128
   int* empty_rows;  // device counter
   // sm90 work order (DeviceTileMask::order): 128-row blocks (b, mask head, block) as
-  // (b * mask_heads + mh) * blocks + block, longest first; the grid runs heads_q / mask_heads CTAs per entry.
+  // (b * mask_heads + mh) * blocks + block, in DeviceTileMask::order's order; each entry is heads_q / mask_heads items.
   const std::int32_t* order;
   int order_blocks;  // 128-row blocks per (b, mask head)
   int order_size;    // entries in order (set by the sm90 launcher)

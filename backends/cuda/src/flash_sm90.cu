@@ -13,8 +13,9 @@
 //   slots, mbarriers) and its addresses at run time; Smem::init_barriers.
 // - Scheduler: the work queue (fetch: an atomic counter over DeviceTileMask::order, zeroed by each launch) and
 //   work-item decoding (load: order entry and query head → WorkItem, the sequence, heads, mask row, block key end and
-//   chunk count). Items run longest first inside each (batch, mask head), the query heads sharing a mask row next to
-//   each other (same K/V under GQA); a persistent grid of one CTA per SM takes them from the queue (launch_kernel).
+//   chunk count). Items run longest first inside each section of mask heads whose K/V fit in L2 together
+//   (DeviceTileMask::order), the query heads sharing a mask row next to each other (same K/V under GQA); a persistent
+//   grid of one CTA per SM takes them from the queue (launch_kernel).
 //   The producer fetches and decodes each item and publishes it to the consumers in shared memory (item_full).
 // - Producer, warpgroup 0 (56 registers after setmaxnreg, 40 at D = 256): per item load_q (cp.async), then load_chunk
 //   walks the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) kBN at a time: writes
@@ -156,7 +157,10 @@ struct Smem {
       mbar_init(k_empty(s), 256);  // one arrival per consumer thread (Consumer::release_k / release_v)
       mbar_init(v_empty(s), 256);
     }
-    mbar_init(q_empty(), 8);  // the consumer warps are done with the item's Q
+    // Every consumer thread is done with the item's Q and has read its index (queue(n)): one arrival per thread, so
+    // each thread's read is ordered before the producer's next write by its own release (racecheck: an arrival per
+    // warp left the other lanes' reads of queue(n) reported as hazards).
+    mbar_init(q_empty(), 256);
   }
 };
 
@@ -270,13 +274,14 @@ struct Producer {
     for (int n = 0;; ++n) {
       producer_sync();  // queue(n) written (thread 0); every thread read queue(n − 1) before thread 0 rewrites it
       const int w = *sm.queue(n);
+      WorkItem item;
+      if (w < sched.total) item = sched.load(w);  // decoded while the consumers finish the previous item
       mbar_wait(sm.q_empty(), (n & 1) ^ 1);  // the previous item's last Q·Kᵀ is done
       if (t == 0) mbar_arrive(sm.q_full());  // releases thread 0's write of queue(n)
       if (w >= sched.total) {
         mbar_arrive(sm.q_full());
         break;
       }
-      const WorkItem item = sched.load(w);
       load_q(item);
       if (t == 0) *sm.queue(n + 1) = sched.fetch();
       const T* kg = static_cast<const T*>(p.k) + (p.cu_kv ? 0 : item.b * p.k_sb) + item.hkv * p.k_sh + item.off_kv * p.k_sn + col;
@@ -373,31 +378,28 @@ struct Producer {
   }
 
   /// Every key of the chunk valid, tiles of tile_k = tma_fine_rows (8 … 64) keys: one TMA box of tile_k rows
-  /// per tile, column block and tensor, issued by one lane per tile of warp 0.
+  /// per tile, column block and tensor, issued by thread t for tile t. The transaction bytes are expected before any
+  /// box is issued (a producer barrier in between).
   __device__ __forceinline__ void load_tma_fine(const WorkItem& item, int s, const int* keys, std::uint32_t v_phase) {
     const int rows = p.tma_fine_rows, tiles_here = kBN / rows;
-    const bool issuer = t < tiles_here;  // lanes of warp 0, one per tile
+    const bool issuer = t < tiles_here;
     const int row = static_cast<int>(item.off_kv) + keys[issuer ? t * rows : 0], bb = p.cu_kv ? 0 : item.b;
-    if (t < 32) {
-      if (t == 0) mbar_expect_tx(sm.k_full(s), kKBytes);
-      __syncwarp();
-      if (issuer) {
+    if (t == 0) mbar_expect_tx(sm.k_full(s), kKBytes);
+    producer_sync();
+    if (issuer) {
 #pragma unroll
-        for (int cb = 0; cb < (kInt8 ? kCodeCols / 128 : kD / 64); ++cb)  // 128-byte columns of 64 elements or codes
-          tma_load_4d(sm.k(s) + cb * kBN * 128 + t * rows * 128, &tma_k_fine, cb * (kInt8 ? 128 : 64), row, item.hkv,
-                      bb, sm.k_full(s));
-      }
+      for (int cb = 0; cb < (kInt8 ? kCodeCols / 128 : kD / 64); ++cb)  // 128-byte columns of 64 elements or codes
+        tma_load_4d(sm.k(s) + cb * kBN * 128 + t * rows * 128, &tma_k_fine, cb * (kInt8 ? 128 : 64), row, item.hkv,
+                    bb, sm.k_full(s));
     }
     arrive_tma_k(s);
     mbar_wait(sm.v_empty(s), v_phase);
-    if (t < 32) {
-      if (t == 0) mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
-      __syncwarp();
-      if (issuer) {
+    if (t == 0) mbar_expect_tx(sm.v_full(s), kBN * kD * 2);
+    producer_sync();
+    if (issuer) {
 #pragma unroll
-        for (int cb = 0; cb < kD / 64; ++cb)
-          tma_load_4d(sm.v(s) + cb * kBN * 128 + t * rows * 128, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
-      }
+      for (int cb = 0; cb < kD / 64; ++cb)
+        tma_load_4d(sm.v(s) + cb * kBN * 128 + t * rows * 128, &tma_v_fine, cb * 64, row, item.hkv, bb, sm.v_full(s));
     }
     cp_async_mbar_arrive(sm.v_full(s));
   }
@@ -591,17 +593,14 @@ struct Consumer {
   __device__ __forceinline__ void run_item(const WorkItem& item, int it) {
     const int chunks = item.chunks;
     fence_async_shared();  // Q's cp.async writes (q_full, waited for in run) before WGMMA reads them
-    if (chunks == 0) {
-      __syncwarp();  // every lane has read queue(n) and waited for q_full's phase n
-      if (lane == 0) mbar_arrive(sm.q_empty());
-    }
+    if (chunks == 0) mbar_arrive(sm.q_empty());
     if (chunks > 0) {
       float alpha[2];
       wait_full(sm.k_full(it % kStages), it);
       wgmma_fence();
       issue_s(it % kStages);
       wgmma_wait<0>();
-      if (chunks == 1 && lane == 0) mbar_arrive(sm.q_empty());
+      if (chunks == 1) mbar_arrive(sm.q_empty());
       skip_pv = softmax(item, it % kStages, 0, alpha);
       release_k(it % kStages);
       rescale_o(alpha);  // a resumed row's l·O (otherwise zeros) follows the first chunk's max
@@ -619,7 +618,7 @@ struct Consumer {
       issue_pv(prev);
       if (kPingpong) named_arrive(2 + (cw ^ 1), 256);
       wgmma_wait<1>();  // S_j done; P_{j-1}·V_{j-1} may still run
-      if (chunk == chunks - 1 && lane == 0) mbar_arrive(sm.q_empty());
+      if (chunk == chunks - 1) mbar_arrive(sm.q_empty());
       const bool skip_next = softmax(item, s, chunk, alpha);
       release_k(s);
       wgmma_wait<0>();
@@ -964,8 +963,9 @@ void launch_paths(const FlashParams& f, bool tma, const CUtensorMap (&maps)[4], 
 }  // namespace
 
 /// Chunks of 128 consecutive keys are copied by TMA when the driver encodes tensor maps for K and V (it refuses
-/// strides that are not multiples of 16 bytes, for one); so are fully valid chunks of 8-, 16-, 32- or 64-key
-/// tiles (one box per tile). Other chunks (stripes, the causal diagonal, the end) take the cp.async gather.
+/// strides that are not multiples of 16 bytes, for one); so are fully valid chunks of 8-, 16-, 32- or 64-key tiles (one
+/// box per tile). Other chunks (stripes, the causal diagonal, the end) take the cp.async gather: a TMA box per key for
+/// stripes measured 1.8× slower than the gather (cuda-executor.md, version 10).
 /// SPATTN_CUDA_NO_TMA=1 forces cp.async everywhere (A/B runs, conformance of both paths). In the int8 mode the K maps
 /// are over the codes (f.k8).
 template <class T, int D>
@@ -980,7 +980,7 @@ void launch_flash_sm90(const FlashParams& params, int order_size, cudaStream_t s
                    make_map(maps[0], kHalf, k_data, f, f.k_sn, f.k_sh, f.k_sb, D, kChunkKeys<D>, int8) &&
                    make_map(maps[1], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, kChunkKeys<D>);
   f.tma_fine_rows = 0;
-  if (tma && (fine == 8 || fine == 16 || fine == 32 || fine == 64) &&
+  if (tma && fine >= 8 && fine <= 64 && (fine & (fine - 1)) == 0 && kChunkKeys<D> % fine == 0 &&
       make_map(maps[2], kHalf, k_data, f, f.k_sn, f.k_sh, f.k_sb, D, fine, int8) &&
       make_map(maps[3], kHalf, f.v, f, f.v_sn, f.v_sh, f.v_sb, D, fine))
     f.tma_fine_rows = fine;

@@ -52,10 +52,14 @@ class DeviceTileMask {
   const std::uint8_t* item_members() const { return item_members_; }
   int item_rows() const { return item_rows_; }
   /// For tile_q a multiple of 128 or items of 128 rows (null otherwise): the mask's 128-row blocks (b, mask head,
-  /// block) encoded as (b * mask_heads + h) * order_blocks() + block, by (batch, mask head), then longest first
-  /// (mask_policy::runs_before; items: by their union's length), blocks past a sequence's end left out. The sm90
-  /// kernel runs them in this order.
+  /// block) encoded as (b * mask_heads + h) * order_blocks() + block, by batch, then by sections of order_section()
+  /// consecutive mask heads, longest first inside a section (mask_policy::runs_before over the section's blocks,
+  /// index: head in the section · blocks + block; items: by their union's length), blocks past a sequence's end left
+  /// out. The sm90 kernel runs them in this order. A section is as many heads as have their K and V in half the L2
+  /// cache together, so the last items of a section, and of the launch, are its shortest.
   const std::int32_t* order() const { return order_; }
+  /// Mask heads per section of order() (≥ 1).
+  int order_section() const { return order_section_; }
   int order_size() const { return order_size_; }
   /// With order(): the sm90 kernel's work queue, one device counter that each launch over this mask zeroes on its
   /// stream and its CTAs draw order() entries from. Launches that share a DeviceTileMask must therefore run one at a
@@ -92,7 +96,7 @@ class DeviceTileMask {
   std::int32_t* order_ = nullptr;
   std::int32_t* order_base_ = nullptr;  ///< per batch: first order entry of (b, mask head 0), and its block count
   std::int32_t* work_next_ = nullptr;   ///< the sm90 kernel's work queue counter (with order_)
-  int order_size_ = 0, order_blocks_ = 0;
+  int order_size_ = 0, order_blocks_ = 0, order_section_ = 1;
   std::size_t bytes_ = 0;
   std::int64_t tile_slots_ = 0;
 };
