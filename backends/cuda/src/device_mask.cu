@@ -49,14 +49,15 @@ __global__ void work_order_kernel(const std::int64_t* row_begin, const std::int6
 }
 
 /// Mask heads per section of the work order (DeviceTileMask::order_section): as many as have their keys and values
-/// in half the GPU's L2 cache together (each head's K and V counted as rows of 512 bytes: head dim 128 in 16 bits;
-/// an H100's 50 MB: 6 heads at 8K keys, 1 from 16K on), at most mask_heads and 2048 blocks (the work order kernel's
-/// shared memory), at least 1.
+/// in the GPU's L2 cache together (each head's K and V counted as rows of 512 bytes: head dim 128 in 16 bits; an
+/// H100's 50 MB: 12 heads at 8K keys, 3 at 32K, 1 from 64K on), at most mask_heads and 2048 blocks (the work order
+/// kernel's shared memory), at least 1. Measured on an H100 against half the L2 (cuda-executor.md, version 10): 8K
+/// dense 6 % faster, 32K equal within the spread.
 int section_heads(const MaskShape& s, std::int64_t blocks) {
   int dev = 0, l2 = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute");
-  const std::int64_t fit = static_cast<std::int64_t>(l2) / 2 / (std::max<std::int64_t>(s.seqlen_kv, 1) * 512);
+  const std::int64_t fit = static_cast<std::int64_t>(l2) / (std::max<std::int64_t>(s.seqlen_kv, 1) * 512);
   return static_cast<int>(
       std::max<std::int64_t>(1, std::min({fit, s.mask_heads, 2048 / std::max<std::int64_t>(blocks, 1)})));
 }

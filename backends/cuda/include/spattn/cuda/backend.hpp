@@ -55,8 +55,8 @@ class DeviceTileMask {
   /// block) encoded as (b * mask_heads + h) * order_blocks() + block, by batch, then by sections of order_section()
   /// consecutive mask heads, longest first inside a section (mask_policy::runs_before over the section's blocks,
   /// index: head in the section · blocks + block; items: by their union's length), blocks past a sequence's end left
-  /// out. The sm90 kernel runs them in this order. A section is as many heads as have their K and V in half the L2
-  /// cache together, so the last items of a section, and of the launch, are its shortest.
+  /// out. The sm90 kernel runs them in this order. A section is as many heads as have their K and V in the L2 cache
+  /// together, so the last items of a section, and of the launch, are its shortest.
   const std::int32_t* order() const { return order_; }
   /// Mask heads per section of order() (≥ 1).
   int order_section() const { return order_section_; }
