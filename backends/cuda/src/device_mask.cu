@@ -23,6 +23,11 @@ using detail::check;
 /// (two 16-byte reads) before the loop's exit test, which compute-sanitizer reports as reads past the allocation.
 constexpr int kWorkOrderPad = 4;
 
+/// work_order_kernel's dynamic shared memory: the kept counts of a section's blocks, and the pad.
+std::size_t work_order_smem_bytes(int section, int blocks) {
+  return (static_cast<std::size_t>(section) * static_cast<std::size_t>(blocks) + kWorkOrderPad) * sizeof(std::int64_t);
+}
+
 /// One CTA per (batch, section of `section` consecutive mask heads): each 128-row block's rank under
 /// mask_policy::runs_before among the blocks of its section (index: head in the section · nb + block) is its place in
 /// the order. Kept counts are staged in shared memory ((section · blocks + kWorkOrderPad) · 8 bytes).
@@ -124,7 +129,7 @@ void DeviceTileMask::allocate_order() {
   order_base_ = allocate<std::int32_t>(base.size());
   detail::upload(order_base_, base.data(), base.size() * sizeof(std::int32_t));
   work_next_ = allocate<std::int32_t>(1);
-  const std::int64_t staged = (order_section_ * blocks + kWorkOrderPad) * static_cast<std::int64_t>(sizeof(std::int64_t));
+  const std::size_t staged = work_order_smem_bytes(order_section_, order_blocks_);
   if (staged > 48 * 1024)
     check(cudaFuncSetAttribute(work_order_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(staged)),
           "work order: shared memory for this sequence length");
@@ -168,8 +173,7 @@ void DeviceTileMask::build_work_order(CUstream_st* stream) const {
   const std::int64_t sections = (shape_.mask_heads + order_section_ - 1) / order_section_;
   const auto grid = static_cast<unsigned>(shape_.batch * sections);
   const bool items = item_rows_ == 128;  // the blocks are the items: ranked by their unions' lengths
-  const auto staged = static_cast<std::size_t>(order_section_) * static_cast<std::size_t>(order_blocks_) + kWorkOrderPad;
-  work_order_kernel<<<grid, 256, staged * sizeof(std::int64_t), stream>>>(
+  work_order_kernel<<<grid, 256, work_order_smem_bytes(order_section_, order_blocks_), stream>>>(
       items ? item_begin_ : row_begin_, items ? item_end_ : row_end_,
       items ? order_blocks_ : static_cast<int>(shape_.num_q_tiles()), items ? 1 : shape_.tile_q / 128,
       static_cast<int>(shape_.mask_heads), order_blocks_, order_section_, order_base_, order_);

@@ -9,14 +9,14 @@
 // merged item of 16/32/64-row tiles (DeviceTileMask::item_rows = 128: the union of the member tiles' key tiles, each
 // with a membership byte; per stage the producer publishes each member tile's 128-bit set of the chunk's keys, and each
 // warp masks the keys its own tile did not keep, so the output is exactly the mask's). The pieces, in file order:
-// - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, two work-item
-//   slots, mbarriers) and its addresses at run time; Smem::init_barriers.
+// - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, two work-queue
+//   indices, mbarriers) and its addresses at run time; Smem::init_barriers.
 // - Scheduler: the work queue (fetch: an atomic counter over DeviceTileMask::order, zeroed by each launch) and
 //   work-item decoding (load: order entry and query head → WorkItem, the sequence, heads, mask row, block key end and
 //   chunk count). Items run longest first inside each section of mask heads whose K/V fit in L2 together
 //   (DeviceTileMask::order), the query heads sharing a mask row next to each other (same K/V under GQA); a persistent
 //   grid of one CTA per SM takes them from the queue (launch_kernel).
-//   The producer fetches and decodes each item and publishes it to the consumers in shared memory (item_full).
+//   The producer fetches each item's index and publishes it with the item's Q (q_full); both sides decode it.
 // - Producer, warpgroup 0 (56 registers after setmaxnreg, 40 at D = 256): per item load_q (cp.async), then load_chunk
 //   walks the block's kept key positions (the mask row's tiles concatenated, as in flash_sm80) kBN at a time: writes
 //   the chunk's kBN key indices, then fills a stage of a 3-deep (2 at D = 256) mbarrier pipeline with those K and V
@@ -30,8 +30,8 @@
 //   WGMMA m64nkBNk16, both operands in shared memory); softmax: causal/past-the-end masking only where the chunk
 //   reaches past the warpgroup's first row, optional PV-skip (SpargeAttn), the core's base-2 online softmax
 //   (Exp2Fast) in registers; pack_p; issue_pv (O += P·V, WGMMA with P from registers, V transposed from shared
-//   memory); K is released after the softmax, V after P·V. run_item is the software pipeline: the softmax of chunk j overlaps P·V of
-//   chunk j − 1, and the two warpgroups alternate GEMM turns (ping-pong).
+//   memory); K is released after the softmax, V after P·V. run_item is the software pipeline: the softmax of chunk j
+//   overlaps P·V of chunk j − 1, and the two warpgroups alternate GEMM turns (ping-pong).
 // - int8 QKᵀ (kInt8, AttendOptions::qk_int8: SpargeAttn's Sage mode): Q and K arrive as the int8 codes of
 //   int8_quant.cuh (code_cols(D) bytes per row, in the same swizzled layout: Q by cp.async, K by TMA boxes of 128 bytes
 //   or the gather), each stage also carries its keys' scales δ_k, S is the exact s32 product (s8 WGMMA m64nkBNk32) and
@@ -100,7 +100,6 @@ struct Plan {
 
 // The device pieces below exist in the sm_90a device pass only, the one where the kernel has a body.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-
 
 /// The plan at run time: shared-space addresses of the tiles and barriers, the stages' key indices and the work queue's
 /// indices. Barriers: q_full (the item's index is published and its Q has landed),
