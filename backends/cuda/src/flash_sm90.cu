@@ -253,14 +253,15 @@ struct Producer {
   int t, c, r_first;
   int col;     // the first element of this thread's chunk in global memory (0 for a padding chunk)
   int bytes;   // 16, or 0 for a padding chunk (zero-filled)
-  int k_sn, v_sn;  // < 2^31 (checked on the host)
+  std::uint32_t k_row_bytes, v_row_bytes;  // row strides in bytes (< 2^31 elements: checked on the host)
   int c8, r8;      // int8 mode: this thread's 16-byte chunk of a code row, and its first row
 
   __device__ __forceinline__ Producer(const FlashParams& params, const Smem<D>& smem, const CUtensorMap& k_map,
                                       const CUtensorMap& v_map, const CUtensorMap& k_fine, const CUtensorMap& v_fine)
       : p(params), sm(smem), tma_k(k_map), tma_v(v_map), tma_k_fine(k_fine), tma_v_fine(v_fine),
         t(static_cast<int>(threadIdx.x)), c(t % kCols), r_first(t / kCols), col(c * 8 < D ? c * 8 : 0),
-        bytes(c * 8 < D ? 16 : 0), k_sn(static_cast<int>(params.k_sn)), v_sn(static_cast<int>(params.v_sn)),
+        bytes(c * 8 < D ? 16 : 0), k_row_bytes(static_cast<std::uint32_t>(params.k_sn) * 2u),
+        v_row_bytes(static_cast<std::uint32_t>(params.v_sn) * 2u),
         c8(t % (kCodeCols / 16)), r8(t / (kCodeCols / 16)) {}
 
   /// The CTA's items from the queue: for its n-th item, thread 0 has fetched the index into queue(n) (the next one is
@@ -332,6 +333,15 @@ struct Producer {
                   p.k_scale + (static_cast<std::int64_t>(item.b) * p.heads_kv + item.hkv) * p.k_blocks +
                       max(j, 0) / p.quant_block_k,
                   j >= 0 ? 4 : 0);
+    }
+    // The next chunk's kept-tile indices (and membership bytes) into L1 now, so its key_at above reads L1 rather than
+    // L2: that load was on the producer's path once per chunk (ncu, version 11). The chunk's slots are consecutive,
+    // at most kBN of them: kBN · 4 bytes of indices (5 lines of 128 bytes at most), kBN bytes of members (2 lines).
+    if (chunk + 1 < item.chunks) {
+      const int first = ((chunk + 1) * kBN) / p.tile_k;
+      if (t <= kBN / 32 && first + 32 * t < item.count) prefetch_l1(item.tiles + first + 32 * t);
+      if constexpr (kMerged)
+        if (t >= 32 && t < 34) prefetch_l1(item.members + min(first + (t - 32) * (kBN - 1), item.count - 1));
     }
     if constexpr (kMerged) {  // the members' key sets, one ballot per member and warp; published with the keys (k_full)
       const int slot = (chunk * kBN + t) / p.tile_k;
@@ -411,34 +421,51 @@ struct Producer {
     else return swizzled_offset(kBN, r_first + i * kRowStep, c);
   }
 
+  /// This thread's n rows of the stage's keys, keys[first + step·i], read before any copy is issued: one shared-memory
+  /// latency for all of them (read one at a time, each row's copy waited for its key: ncu, version 11).
+  template <int n, int step>
+  __device__ __forceinline__ static void read_rows(const int* keys, int first, int (&j)[n]) {
+#pragma unroll
+    for (int i = 0; i < n; ++i) j[i] = keys[first + step * i];
+  }
+
+  /// The address of row j (−1: row 0, copied as zeros) of a tensor whose rows are `row_bytes` apart: an unsigned
+  /// 32 × 32 → 64-bit product (0 <= j < 2^31, row_bytes < 2^32), one instruction where the signed 64-bit product of an
+  /// int64 index took five.
+  __device__ __forceinline__ static const void* row_at(const void* base, int j, std::uint32_t row_bytes) {
+    return static_cast<const char*>(base) +
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(max(j, 0))) * row_bytes;
+  }
+
   /// Any chunk (stripes, the causal diagonal, the end of the list): 16-byte cp.async copies of the keys' rows,
   /// zero-filled for the −1 entries. This thread copies chunk c of rows r_first + kRowStep·i.
   __device__ __forceinline__ void load_gather(int s, const int* keys, const T* kg, const T* vg, const std::int8_t* k8g,
                                               std::uint32_t v_phase) {
     const std::uint32_t dst0 = swizzled_offset(kBN, r_first, c);
+    constexpr int kRows = kBN / kRowStep;
+    int j[kRows];
     if constexpr (kInt8) {  // code rows: chunk c8 of rows r8 + kCodeRowStep<D>·i (a multiple of 8: one swizzle phase)
+      constexpr int kCodeRows = kBN / kCodeRowStep<D>;
       const std::uint32_t dst8 = swizzled_offset(kBN, r8, c8);
+      int j8[kCodeRows];
+      read_rows<kCodeRows, kCodeRowStep<D>>(keys, r8, j8);
 #pragma unroll
-      for (int i = 0; i < kBN / kCodeRowStep<D>; ++i) {
-        const int j = keys[r8 + i * kCodeRowStep<D>];
-        cp_async16(sm.k(s) + dst8 + i * kCodeRowStep<D> * 128, k8g + static_cast<std::int64_t>(max(j, 0)) * kCodeCols,
-                   j >= 0 ? 16 : 0);
-      }
+      for (int i = 0; i < kCodeRows; ++i)
+        cp_async16(sm.k(s) + dst8 + i * kCodeRowStep<D> * 128, row_at(k8g, j8[i], std::uint32_t{kCodeCols}),
+                   j8[i] >= 0 ? 16 : 0);
     } else {
+      read_rows<kRows, kRowStep>(keys, r_first, j);
 #pragma unroll
-      for (int i = 0; i < kBN / kRowStep; ++i) {
-        const int j = keys[r_first + i * kRowStep];
-        cp_async16(sm.k(s) + gather_offset(dst0, i), kg + static_cast<std::int64_t>(max(j, 0)) * k_sn, j >= 0 ? bytes : 0);
-      }
+      for (int i = 0; i < kRows; ++i)
+        cp_async16(sm.k(s) + gather_offset(dst0, i), row_at(kg, j[i], k_row_bytes), j[i] >= 0 ? bytes : 0);
     }
     mbar_arrive(sm.k_full(s));           // publishes keys[t] (release)
     cp_async_mbar_arrive(sm.k_full(s));  // completes when this thread's K copies have landed
     mbar_wait(sm.v_empty(s), v_phase);
+    read_rows<kRows, kRowStep>(keys, r_first, j);  // the stage's keys stay until this producer rewrites them
 #pragma unroll
-    for (int i = 0; i < kBN / kRowStep; ++i) {
-      const int j = keys[r_first + i * kRowStep];
-      cp_async16(sm.v(s) + gather_offset(dst0, i), vg + static_cast<std::int64_t>(max(j, 0)) * v_sn, j >= 0 ? bytes : 0);
-    }
+    for (int i = 0; i < kRows; ++i)
+      cp_async16(sm.v(s) + gather_offset(dst0, i), row_at(vg, j[i], v_row_bytes), j[i] >= 0 ? bytes : 0);
     cp_async_mbar_arrive(sm.v_full(s));
   }
 };
@@ -652,20 +679,21 @@ struct Consumer {
   /// S = Q·Kᵀ for the chunk in stage s: 64 rows × kBN keys, kD/16 k16 steps (32 bytes each inside the
   /// 128-byte swizzled rows, then the next 64-column block).
   __device__ __forceinline__ void issue_s(int s) {
-    const std::uint32_t k_base = sm.k(s);
+    // Descriptor low words of the Q block and the K stage; step ks adds its offset in 16-byte units.
+    const std::uint32_t q_lo = smem_desc_lo(q_base, 16), k_lo = smem_desc_lo(sm.k(s), 16);
     if constexpr (kInt8) {  // code_cols(D) / 32 k32 steps of s8 codes, 32 bytes each, like the k16 steps below
 #pragma unroll
       for (int ks = 0; ks < code_cols(D) / 32; ++ks) {
         const std::uint32_t col = (ks % 4) * 32u;
-        wgmma_ss_s8<kBN>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
-                         smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+        wgmma_ss_s8<kBN>(acc_s, smem_desc_at(q_lo + ((ks / 4) * kBM * 128 + col) / 16, 1024),
+                         smem_desc_at(k_lo + ((ks / 4) * kBN * 128 + col) / 16, 1024), ks > 0);
       }
     } else {
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
         const std::uint32_t col = (ks % 4) * 32u;
-        wgmma_ss<kHalf, kBN>(acc_s, smem_desc(q_base + (ks / 4) * kBM * 128 + col, 16, 1024),
-                             smem_desc(k_base + (ks / 4) * kBN * 128 + col, 16, 1024), ks > 0);
+        wgmma_ss<kHalf, kBN>(acc_s, smem_desc_at(q_lo + ((ks / 4) * kBM * 128 + col) / 16, 1024),
+                             smem_desc_at(k_lo + ((ks / 4) * kBN * 128 + col) / 16, 1024), ks > 0);
       }
     }
     wgmma_commit();
@@ -673,11 +701,11 @@ struct Consumer {
 
   /// O += P·V for the chunk in stage s, with V transposed from the stage (LBO: the next 64 stored columns).
   __device__ __forceinline__ void issue_pv(int s) {
-    const std::uint32_t v_base = sm.v(s);
+    const std::uint32_t v_lo = smem_desc_lo(sm.v(s), kBN * 128);  // step kk: 16 rows of 128 bytes further
     if (!(kPvSkip && skip_pv))
 #pragma unroll
       for (int kk = 0; kk < kBN / 16; ++kk)
-        wgmma_rs<kHalf, kD>(acc_o, pf[kk], smem_desc(v_base + kk * 16 * 128, kBN * 128, 1024), 1);
+        wgmma_rs<kHalf, kD>(acc_o, pf[kk], smem_desc_at(v_lo + kk * 16 * 128 / 16, 1024), 1);
     wgmma_commit();
   }
 
@@ -694,28 +722,40 @@ struct Consumer {
   /// skipped tile's scores become −∞: no max update, no weight, nothing added by P·V. The last pv_exempt
   /// visited tiles are never skipped (pv_skippable). Returns true when this warpgroup skipped every tile of
   /// the chunk (only used for votes of ≥ 64 rows).
+  ///
+  /// Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
+  /// warpgroup's first row sees the chunk's last key, every row sees every key of the chunk, and softmax_chunk<false>
+  /// runs without the per-key checks. Two instantiations, so this is a branch per chunk: one body with a uniform flag
+  /// was if-converted by nvcc, and every chunk issued the checks predicated off (about 200 of the loop's 743
+  /// instructions per chunk and warp: ncu, cuda-executor.md version 11).
   __device__ __forceinline__ bool softmax(const WorkItem& item, int s, int chunk, float (&alpha)[2]) {
+    if (wg_keys.sees(sm.keys(s)[kBN - 1])) return softmax_chunk<false>(item, s, chunk, alpha);
+    return softmax_chunk<true>(item, s, chunk, alpha);
+  }
+
+  /// softmax for a chunk whose keys every row sees (kMask = false) or not (true: past the end, or causal).
+  template <bool kMask>
+  __device__ __forceinline__ bool softmax_chunk(const WorkItem& item, int s, int chunk, float (&alpha)[2]) {
     const int* keys = sm.keys(s);
     if constexpr (kInt8) dequantize(s);
-    // Keys ascend with −1 only at the end, and a later row sees at least the keys of an earlier one: when the
-    // warpgroup's first row sees the chunk's last key, every row sees every key of the chunk. A merged item's rows
-    // also mask the keys of tiles their own member tile did not keep.
-    if constexpr (kMerged) mask_members(s);
-    const bool need_mask = !wg_keys.sees(keys[kBN - 1]);
+    if constexpr (kMerged) mask_members(s);  // a merged item's rows: keys of tiles their member tile did not keep
     float mx[2], tm[2][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       tm[half][0] = tm[half][1] = -INFINITY;  // PV-skip: the maxima of the chunk's two 64-key halves
-      mx[half] = -INFINITY;
+      // The max in 4 independent chains (the max is exact in any order; one chain of kBN / 4 dependent maxima was a
+      // latency the other warps of the SM sub-partition cannot hide: one consumer warp runs its softmax at a time).
+      float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = acc_s[4 * nt + 2 * half + e];
-          if (need_mask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
+          if (kMask && !row_keys[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
           if constexpr (kPvSkip) tm[half][nt / 8] = fmaxf(tm[half][nt / 8], x);
-          else mx[half] = fmaxf(mx[half], x);
+          else mx4[2 * (nt % 2) + e] = fmaxf(mx4[2 * (nt % 2) + e], x);
         }
+      mx[half] = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
       if constexpr (kPvSkip) {
 #pragma unroll
         for (int t2 = 0; t2 < 2; ++t2) {
@@ -769,16 +809,17 @@ struct Consumer {
     for (int half = 0; half < 2; ++half) {
       alpha[half] = softmax_rescale(m_run[half], m_new[half], Exp2Fast{});
       const float m_use = m_new[half] == -INFINITY ? 0.0f : m_new[half];
-      float sum = 0.0f;
+      // The sum in 4 independent chains, like the max (the quad's four partial sums are added in epilogue).
+      float sum4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = acc_s[4 * nt + 2 * half + e];
           x = exp2_fast(x * scale(half) - m_use);
-          sum += x;
+          sum4[2 * (nt % 2) + e] += x;
         }
-      l_run[half] = fma_f32(l_run[half], alpha[half], sum);
+      l_run[half] = fma_f32(l_run[half], alpha[half], (sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
       m_run[half] = m_new[half];
     }
     return kPvSkip && all_skipped && p.pv_vote >= 64;
@@ -836,8 +877,11 @@ struct Consumer {
       for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(acc_s[8 * kk + 2 * r], acc_s[8 * kk + 2 * r + 1]);
   }
 
-  /// O *= alpha per row half (the running max moved).
+  /// O *= alpha per row half (the running max moved). alpha is exactly 1 where a row's max did not move
+  /// (softmax_rescale), and O · 1 is O: a warp none of whose rows' max moved skips the kD / 2 multiplies (a
+  /// warp-uniform branch; the result is the same bit for bit). After a row's first chunks its max rarely moves.
   __device__ __forceinline__ void rescale_o(const float (&alpha)[2]) {
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
 #pragma unroll
     for (int dt = 0; dt < kD / 8; ++dt) {
       acc_o[4 * dt] *= alpha[0];

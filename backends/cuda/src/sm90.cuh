@@ -19,10 +19,21 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int rows, int r, int c)
   return static_cast<std::uint32_t>((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
 }
 
+/// A matrix descriptor's low word: start address and leading byte offset, in 16-byte units. Adding n to it moves the
+/// start address by 16·n bytes: shared-memory addresses stay below 256 KB, so the 14-bit address field never carries
+/// into the LBO field. Kernels compute it once per buffer and add each k step's offset (one integer add per WGMMA,
+/// where building every descriptor took five).
+__device__ __forceinline__ std::uint32_t smem_desc_lo(std::uint32_t addr, std::uint32_t lbo) {
+  return ((addr & 0x3FFFFu) >> 4) | (((lbo & 0x3FFFFu) >> 4) << 16);
+}
+/// The descriptor of low word `lo` (smem_desc_lo): stride byte offset and the 128-byte swizzle in the high word.
+__device__ __forceinline__ std::uint64_t smem_desc_at(std::uint32_t lo, std::uint32_t sbo) {
+  return static_cast<std::uint64_t>(lo) | (static_cast<std::uint64_t>((sbo & 0x3FFFFu) >> 4) << 32) |
+         (std::uint64_t{1} << 62);
+}
 /// Matrix descriptor: start address, leading and stride byte offsets, 128-byte swizzle.
 __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t lbo, std::uint32_t sbo) {
-  return static_cast<std::uint64_t>((addr & 0x3FFFFu) >> 4) | (static_cast<std::uint64_t>((lbo & 0x3FFFFu) >> 4) << 16) |
-         (static_cast<std::uint64_t>((sbo & 0x3FFFFu) >> 4) << 32) | (std::uint64_t{1} << 62);
+  return smem_desc_at(smem_desc_lo(addr, lbo), sbo);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -171,6 +182,8 @@ __device__ __forceinline__ void cp_async_mbar_arrive(std::uint32_t bar) {
 }
 /// Makes this thread's completed shared-memory writes (cp.async included) visible to the async proxy (WGMMA).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+/// Brings the line holding `p` into this SM's L1 (no register written, nothing waited for).
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 /// Adds `bytes` to the transaction count the barrier's current phase waits for (no arrival).
 __device__ __forceinline__ void mbar_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
