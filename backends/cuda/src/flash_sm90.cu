@@ -743,8 +743,8 @@ struct Consumer {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       tm[half][0] = tm[half][1] = -INFINITY;  // PV-skip: the maxima of the chunk's two 64-key halves
-      // The max in 4 independent chains (the max is exact in any order; one chain of kBN / 4 dependent maxima was a
-      // latency the other warps of the SM sub-partition cannot hide: one consumer warp runs its softmax at a time).
+      // The max in 4 independent chains rather than one of kBN / 4 dependent maxima (exact in any order; neutral on
+      // its own in version 11's runs, kept as the shorter dependency chain).
       float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt)
@@ -809,7 +809,7 @@ struct Consumer {
     for (int half = 0; half < 2; ++half) {
       alpha[half] = softmax_rescale(m_run[half], m_new[half], Exp2Fast{});
       const float m_use = m_new[half] == -INFINITY ? 0.0f : m_new[half];
-      // The sum in 4 independent chains, like the max (the quad's four partial sums are added in epilogue).
+      // The sum in 4 independent chains, like the max (the quad's four row sums are added in the epilogue).
       float sum4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int nt = 0; nt < kBN / 8; ++nt)
