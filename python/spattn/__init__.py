@@ -20,7 +20,7 @@ from . import _spattn
 from ._spattn import Error, TileMask, has_cuda
 
 __all__ = ["Error", "TileMask", "Plan", "attend", "estimate", "sparse_attention", "calibrate", "methods",
-           "backends", "has_cuda"]
+           "backends", "has_cuda", "oracle_mask"]
 
 _LEGACY_DEFAULT_STREAM = 1  # DLPack's number for CUDA's legacy default stream (the public C++ API runs on it)
 _CUDA = 2  # DLPack device type
@@ -146,6 +146,22 @@ def calibrate(method, samples, path, *, causal=False, scale=None, l1=0.08, l2=0.
                       _call(layout), config)
     with open(path) as f:
         return json.load(f)
+
+
+def oracle_mask(q, k, *, tile_q=128, tile_k=128, density=None, mass=None, threshold=None, per_kv_head=False,
+                causal=False, scale=None, layout="bhnd"):
+    """The oracle mask of q and k (spattn/oracle.hpp): per mask row the key tiles of most EXACT attention mass first,
+    until one budget is met — density=ρ (the first ⌈ρ·R⌉ of a row's R reachable tiles), mass=τ (the smallest prefix
+    holding τ of the row's mass) or threshold=ε (every tile of mass per query row ≥ ε). Not a method: it reads the
+    true scores (the Q·Kᵀ half of dense attention, on the CPU reference), so q and k must be in host memory. The
+    limit any estimator at that tile shape and budget can reach; one mask per query head, or per KV head (the union
+    over its query heads) with per_kv_head=True."""
+    budgets = [(name, value) for name, value in (("density", density), ("mass", mass), ("threshold", threshold))
+               if value is not None]
+    if len(budgets) != 1:
+        raise Error("oracle_mask: give exactly one budget: density=, mass= or threshold=")
+    (budget, value), = budgets
+    return _spattn.oracle_mask(q, k, causal, scale, tile_q, tile_k, per_kv_head, budget, float(value), _call(layout))
 
 
 def _current_stream(q):

@@ -146,6 +146,28 @@ void calibrate_py(const std::string& method, const py::list& samples, bool causa
   std::visit([&](const auto& params) { save_params_json(params, path); }, c);
 }
 
+/// The oracle mask (spattn/oracle.hpp) of q and k at tile_q × tile_k, one mask per query head or per KV head, for
+/// one budget: "mass" (τ), "density" (ρ) or "threshold" (ε). q and k in host memory (the reference computes it).
+TileMask oracle_mask_py(py::handle q_obj, py::handle k_obj, bool causal, std::optional<float> scale,
+                        std::int32_t tile_q, std::int32_t tile_k, bool per_kv_head, const std::string& budget,
+                        float value, const Call& call) {
+  const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call);
+  const Problem p = python::problem_of(q, k, nullptr, causal, scale);
+  OracleBudget b;
+  if (budget == "mass") {
+    b = OracleBudget::mass(value);
+  } else if (budget == "density") {
+    b = OracleBudget::density(value);
+  } else if (budget == "threshold") {
+    b = OracleBudget::threshold(value);
+  } else {
+    fail("budget: expected 'mass', 'density' or 'threshold', got '", budget, "'");
+  }
+  const MaskShape shape = MaskShape::of(p, tile_q, tile_k, per_kv_head);
+  py::gil_scoped_release unlocked;
+  return oracle_mask(p, q.view, k.view, shape, b);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_spattn, m) {
@@ -168,6 +190,9 @@ PYBIND11_MODULE(_spattn, m) {
   m.def("calibrate", &calibrate_py, py::arg("method"), py::arg("samples"), py::arg("causal"),
         py::arg("scale"), py::arg("path"), py::arg("l1"), py::arg("l2"), py::arg("theta_steps"),
         py::arg("sale_theta"), py::arg("backend"), py::arg("call"), py::arg("config"));
+  m.def("oracle_mask", &oracle_mask_py, py::arg("q"), py::arg("k"), py::arg("causal"), py::arg("scale"),
+        py::arg("tile_q"), py::arg("tile_k"), py::arg("per_kv_head"), py::arg("budget"), py::arg("value"),
+        py::arg("call"));
   m.def("methods", [] {
     std::vector<std::pair<std::string, std::string>> list;
     for (const MethodInfo& info : method_registry()) list.emplace_back(info.name, info.summary);

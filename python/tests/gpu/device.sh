@@ -5,7 +5,7 @@
 # Builds only the module (and the C++ timing program) with the CUDA backend for sm_90a — the `cuda` preset's
 # configuration (Release, SPATTN_ENABLE_CUDA) without its tests, tools and benchmarks, for one architecture — then
 # runs the CPU test suite with this PyTorch and the GPU checks (run_gpu_checks.py), whose table ends the output.
-# Environment: PYTHON (default python3), BUILD (default build-python-cuda), OUT (where gpu_checks.txt goes; default
+# Environment: SPATTN_BUILD_ONLY (set: stop after the build), PYTHON (default python3), BUILD (default build-python-cuda), OUT (where gpu_checks.txt goes; default
 # the build directory), SPATTN_SYSROOT (Debian's Eigen/oneTBB/nlohmann-json/zlib unpacked by sysroot.sh, for a machine
 # without them).
 set -euo pipefail
@@ -38,6 +38,7 @@ CUDACXX=$nvcc cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Releas
   -DPython_EXECUTABLE="$PYTHON" -Dpybind11_DIR="$($PYTHON -m pybind11 --cmakedir)"
 cmake --build "$BUILD" --target _spattn spattn_python_call_time -j "$(nproc)"
 echo "+ configure + build: $(( $(date +%s) - start )) s"
+[[ -n ${SPATTN_BUILD_ONLY:-} ]] && exit 0  # the module for another script (bench/quality/device.sh)
 
 export PYTHONPATH=$PWD/$BUILD/python PYTHONDONTWRITEBYTECODE=1
 status=0

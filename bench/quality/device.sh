@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The quality table on the GPU machine, from nothing: builds the Python module (CUDA, sm_90a) while the two models
+# train, then runs quality.py. The work runs detached in STATE (default /root/spattn-quality, kept while the machine
+# is held), so a device call may end before it does; each call of this script starts the pipeline if it is not
+# running or done, waits up to WAIT seconds (default 540), prints the log's tail and copies the results to $OUT.
+#   bash bench/quality/device.sh            (from the repository root; SPATTN_SYSROOT as python/tests/gpu/device.sh)
+# Environment: LM_MINUTES (default 4 at 8K, then LM32_MINUTES 1.5 at 32K), DIT_MINUTES (3 at 8 frames, then
+# DIT32_MINUTES 1 at 32 frames), QUALITY_ARGS (extra arguments of quality.py).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+STATE=${STATE:-/root/spattn-quality}
+WAIT=${WAIT:-540}
+mkdir -p "$STATE"
+if [[ ! -e $STATE/started ]]; then
+  touch "$STATE/started"
+  cat > "$STATE/pipeline.sh" <<PIPE
+cd $PWD
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+(SPATTN_BUILD_ONLY=1 bash python/tests/gpu/device.sh > $STATE/build.log 2>&1; echo "build rc \$?" >> $STATE/build.log) &
+build=\$!
+python3 bench/quality/train.py lm --seqlen 8192 --minutes ${LM_MINUTES:-4} --out $STATE/lm8k &&
+python3 bench/quality/train.py lm --seqlen 32768 --minutes ${LM32_MINUTES:-1.5} --init $STATE/lm8k --out $STATE/lm &&
+python3 bench/quality/train.py dit --frames 8 --minutes ${DIT_MINUTES:-3} --out $STATE/dit8 &&
+python3 bench/quality/train.py dit --frames 32 --minutes ${DIT32_MINUTES:-1} --init $STATE/dit8 --out $STATE/dit
+echo "train rc \$?"
+wait \$build
+tail -3 $STATE/build.log
+PYTHONPATH=$PWD/build-python-cuda/python python3 bench/quality/quality.py --lm $STATE/lm --dit $STATE/dit \
+  --out $STATE/quality.json --time ${QUALITY_ARGS:-}
+echo "quality rc \$?"
+touch $STATE/done
+PIPE
+  setsid bash "$STATE/pipeline.sh" > "$STATE/pipeline.log" 2>&1 < /dev/null &
+fi
+end=$(( $(date +%s) + WAIT ))
+while [[ ! -e $STATE/done && $(date +%s) -lt $end ]]; do sleep 10; done
+[[ -e $STATE/done ]] && echo "pipeline: done" || echo "pipeline: still running"
+if [[ -n ${OUT:-} ]]; then
+  for f in quality.json quality.json.log pipeline.log build.log; do [[ -e $STATE/$f ]] && cp "$STATE/$f" "$OUT/"; done
+  for m in lm8k lm dit8 dit; do [[ -e $STATE/$m/log.json ]] && cp "$STATE/$m/log.json" "$OUT/train-$m.json"; done
+fi
+grep -v "^+ " "$STATE/pipeline.log" | tail -60
