@@ -128,7 +128,8 @@ TileMask TileMask::dense(const MaskShape& shape) {
 // Two passes without a data-dependent branch (a random bitmap mispredicts one per entry): count each row's kept
 // reachable tiles into row_ptr, then store every reachable k at the row's cursor, which advances only past kept ones.
 // 32 heads × 1024 × 1024 tiles at density 0.39 (FG-Attn's 32×32 tiles at 32K): 61–116 ms against 427–611 ms with a
-// branch and a push_back per entry, on our 2-core CPU machine (bench/results/kokkos-h100.md, last section).
+// branch and a push_back per entry, on our 2-core CPU machine (bench/results/kokkos-h100.md, "the host's bitmap-to-CSR
+// conversion without a branch per entry").
 TileMask TileMask::from_bitmap(const MaskShape& shape, const std::vector<std::uint8_t>& bitmap) {
   shape.validate();
   const std::int64_t tq = shape.num_q_tiles(), tk = shape.num_k_tiles(), rows = shape.num_rows();

@@ -45,21 +45,18 @@
 // than the reference's: within a stated rounding bound of reference::sale_estimate's (tests/gpu), so masks may differ
 // from the pure reference where a margin is within that rounding.
 //
-// Measured (H100, llm workload, bench/results/gpu-pipeline.md, last section): the estimate is 13.6 ms (int8 τ 0.004) /
-// 14.4 ms (int4 τ 0.05) at 32K and 195 / 211 ms at 128K with the wgmma kernel; the mma.sync kernel 14.3 ms (int8, 32K).
-// The candidate kernel is ≈ 90 % of it and issues ≈ 185 instructions per warp and 16 × 32 block at ≈ 0.53 per cycle and
-// scheduler: 128 registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
-// Expected cost before it was written (H100, causal, Hq 32, Hkv 8, D 128, 128K): candidates ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of
-// 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the causal Q·Kᵀ itself. At the int8 mma.sync rate (≈ 0.5 of
-// the 1979 TOPS dense peak) that alone is ≈ 70 ms; the epilogue adds one double-precision bias_units division per
-// (Q scale group, key) — 1024 per block pair, 1.4e11 at 128K (tens of ms at the FP64 rate, overlapping the products
-// only in part); the K codes stream from L2 once per CTA (4 query heads share them): ≈ 1.2 KB per head and block pair,
-// ≈ 160 GB at 128K (≈ 30 ms at L2 bandwidth, overlapped by the cp.async double buffer). Estimate: ≈ 100–150 ms at
-// 128K, 40–60 % of cuDNN dense (254.6 ms): SALE's estimate is a quantized QKᵀ over every candidate block, so no kernel
-// of it reaches 5 % of dense attention on Hopper (int8 is 2× the bf16 rate; the authors' int4 selection pass is
-// 10–13 % of FA2 on an RTX 4090, where int4 runs at 4× fp16). Both the float fast path for bias_units and the
-// wgmma kernel are written; next: the block loop's instruction mix, two CTAs per SM, and the int4 m16n8k64 kernel for
-// sm80/sm89.
+// Cost, and why no kernel of it reaches 5 % of dense attention on Hopper (H100, causal, Hq 32, Hkv 8, D 128, 128K): the
+// candidates are ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the
+// causal Q·Kᵀ itself; at the int8 mma.sync rate (≈ 0.5 of the 1979 TOPS dense peak) that alone is ≈ 70 ms. The K codes
+// stream from L2 once per CTA (4 query heads share them): ≈ 1.2 KB per head and block pair, ≈ 160 GB at 128K (≈ 30 ms
+// at L2 bandwidth, overlapped by the cp.async double buffer). SALE's estimate is a quantized Q·Kᵀ over every candidate
+// block: int8 runs at 2× the bf16 rate here, while the authors' int4 selection pass (10–13 % of FA2) ran on an RTX
+// 4090, where int4 runs at 4× fp16.
+// Measured 2026-11-24 on an H100 (llm workload; bench/results/gpu-pipeline.md, "SALE: the bias folded into the
+// accumulator, and the candidate products on wgmma"): the estimate is 13.6 ms (int8 τ 0.004) / 14.4 ms (int4 τ 0.05)
+// at 32K and 195 / 211 ms at 128K with the wgmma kernel; the mma.sync kernel 14.3 ms (int8, 32K). The candidate kernel
+// is ≈ 90 % of it and issues ≈ 185 instructions per warp and 16 × 32 block at ≈ 0.53 per cycle and scheduler: 128
+// registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
 // Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes (plus half of that packed, int4
 // off Hopper), scales, qmk B·Hq·Nkv floats and its
 // max |qmk| per (batch, query head),
