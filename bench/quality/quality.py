@@ -92,10 +92,11 @@ def run_model(name, model, loss_fn, layers, causal, oracle_densities, log):
 def capture_qkv(forward, layers):
     """Each attention layer's (q, k, v, causal, scale) of one dense forward."""
     captured = []
+    dense = harness.dense_attention()  # torch's SDPA, looked up before the swap replaces it
 
     def attention(q, k, v, causal, scale):
         captured.append((q.clone(), k.clone(), v.clone(), causal, scale))
-        return harness.dense_attention()(q, k, v, causal, scale)
+        return dense(q, k, v, causal, scale)
     with harness.Swap(attention, layers, compare=False):
         forward()
     return captured
