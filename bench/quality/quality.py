@@ -35,8 +35,10 @@ SWEEPS = {
 }
 
 
-def settings():
+def settings(methods=None):
     for method, (knob, values) in SWEEPS.items():
+        if methods is not None and method not in methods:
+            continue
         for value in values:
             yield method, ({} if knob == "-" else {knob: value})
 
@@ -55,12 +57,13 @@ def evaluate(loss_fn, layers, attention, compare=True):
     return loss, record.summary(), time.time() - start
 
 
-def run_model(name, model, loss_fn, layers, causal, oracle_densities, log):
-    rows = []
+def run_model(name, model, loss_fn, layers, causal, oracle_densities, log, rows):
+    """Appends a row per setting to `rows` as it goes (the caller saves them after each: a run cut short keeps what it
+    measured)."""
     dense_loss = loss_fn()  # the model's own attention, unswapped
     log(f"{name}: dense loss {dense_loss:.5f}")
     shapes = set()
-    for method, config in settings():
+    for method, config in settings(getattr(log, "methods", None)):
         row = {"model": name, "method": method, "config": config}
         try:
             loss, summary, seconds = evaluate(loss_fn, layers, harness.spattn_attention(method, **config))
@@ -72,6 +75,7 @@ def run_model(name, model, loss_fn, layers, causal, oracle_densities, log):
             log(f"{name} {method} {config}: ERROR {row['error']}")
             traceback.print_exc()
         rows.append(row)
+        log.save()
     for tile_q, tile_k in oracle_densities["shapes"]:
         for density in oracle_densities["densities"]:
             row = {"model": name, "method": "oracle", "config": {"tile_q": tile_q, "tile_k": tile_k,
@@ -86,7 +90,8 @@ def run_model(name, model, loss_fn, layers, causal, oracle_densities, log):
                 row["error"] = f"{type(e).__name__}: {e}"
                 log(f"{name} oracle: ERROR {row['error']}")
             rows.append(row)
-    return dense_loss, rows
+            log.save()
+    return dense_loss
 
 
 def capture_qkv(forward, layers):
@@ -154,19 +159,22 @@ def main():
     ap.add_argument("--dit-clips", default="4,1", help="held-out clips at each length")
     ap.add_argument("--oracle", default="8192", help="lengths at which the oracle runs (it is on the CPU)")
     ap.add_argument("--time", action="store_true", help="time each setting at the longest length")
+    ap.add_argument("--methods", default=",".join(SWEEPS), help="the methods to sweep (oracle: --oracle)")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     log_file = open(args.out + ".log", "a")
-
-    def log(msg):
-        print(msg, flush=True)
-        log_file.write(msg + "\n")
-        log_file.flush()
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "models": {}, "rows": []}
 
     def save():
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
+
+    def log(msg):
+        print(msg, flush=True)
+        log_file.write(msg + "\n")
+        log_file.flush()
+    log.save = save
+    log.methods = args.methods.split(",")
     oracle_lengths = {int(x) for x in args.oracle.split(",") if x}
     if args.lm:
         _, lm = train.load(args.lm)
@@ -180,12 +188,12 @@ def main():
             name = f"lm-{n // 1024}k"
             oracle = {"shapes": [(128, 128), (32, 32)] if n in oracle_lengths else [],
                       "densities": [0.1, 0.2, 0.3, 0.5]}
-            dense, rows = run_model(name, lm, lambda: harness.lm_loss_on(lm, windows), layers, True, oracle, log)
+            dense = run_model(name, lm, lambda: harness.lm_loss_on(lm, windows), layers, True, oracle, log,
+                              results["rows"])
             results["models"]["lm"][f"dense_loss_{n}"] = dense
             if args.time and n == max(lengths):
                 captured = capture_qkv(lambda: harness.lm_loss_on(lm, windows[:1]), layers)
-                time_settings(name, captured, rows, log)
-            results["rows"] += rows
+                time_settings(name, captured, [r for r in results["rows"] if r["model"] == name], log)
             save()
         del lm
         torch.cuda.empty_cache()
@@ -203,12 +211,11 @@ def main():
             oracle = {"shapes": [(128, 128), (32, 32)] if n in oracle_lengths else [],
                       "densities": [0.1, 0.2, 0.3, 0.5]}
             loss_fn = lambda: harness.dit_loss_on(dit, videos, levels, seed=4321)
-            dense, rows = run_model(name, dit, loss_fn, layers, False, oracle, log)
+            dense = run_model(name, dit, loss_fn, layers, False, oracle, log, results["rows"])
             results["models"]["dit"][f"dense_loss_{n}"] = dense
             if args.time and n == max(lengths):
                 captured = capture_qkv(lambda: harness.dit_loss_on(dit, videos[:1], levels[:1], seed=4321), layers)
-                time_settings(name, captured, rows, log)
-            results["rows"] += rows
+                time_settings(name, captured, [r for r in results["rows"] if r["model"] == name], log)
             save()
     save()
     print("\n| model | method | setting | density | loss Δ % | mean rel L1 | ms | × cuDNN |")

@@ -1,0 +1,116 @@
+"""bench/results/quality.md's tables and plot from a quality.py JSON (run here, on the CPU: matplotlib):
+
+    python3 bench/quality/report.py bench/results/quality/h100-2026-11-27.json bench/results/quality/loss-vs-density.png
+
+Prints the markdown tables (per model and length: each setting's density, loss increase, mean per-layer rel L1 and,
+where timed, ms and × cuDNN; the speed-at-quality summary) and writes the plot of loss increase against density.
+"""
+import json
+import sys
+
+METHODS = ["sparge", "sale", "anchor", "fgattn", "bfla"]
+NAMES = {"sparge": "SpargeAttn", "sale": "SALE", "anchor": "AnchorAttention", "fgattn": "FG-Attn", "bfla": "BFLA",
+         "dense": "dense (spattn)", "oracle": "oracle"}
+
+
+def setting(row):
+    c = row["config"]
+    if row["method"] == "oracle":
+        return f"{c['tile_q']}×{c['tile_k']} ρ {c['density']}"
+    return ", ".join(f"{k} {v}" for k, v in c.items()) or "—"
+
+
+def mean_l1(row):
+    if "mean_rel_l1" in row:
+        return row["mean_rel_l1"]
+    l1 = [x for x in row.get("layer_rel_l1", []) if x == x]
+    return sum(l1) / len(l1) if l1 else float("nan")
+
+
+def tables(data):
+    models = []
+    for r in data["rows"]:
+        if r["model"] not in models:
+            models.append(r["model"])
+    out = []
+    for m in models:
+        rows = [r for r in data["rows"] if r["model"] == m]
+        timed = any("ms" in r for r in rows)
+        out.append(f"### {m}\n")
+        out.append("| method | setting | density | loss Δ % | mean rel L1 |" + (" ms (6 layers) | × cuDNN |" if timed else ""))
+        out.append("|---|---|---|---|---|" + ("---|---|" if timed else ""))
+        for r in rows:
+            if "error" in r:
+                out.append(f"| {NAMES[r['method']]} | {setting(r)} | error: {r['error']} | | |" + (" | |" if timed else ""))
+                continue
+            l1 = mean_l1(r)
+            line = (f"| {NAMES[r['method']]} | {setting(r)} | {r['density']:.3f} | {r['increase']:+.3f} | "
+                    + (f"{l1:.4f} |" if l1 == l1 else "— |"))
+            if timed:
+                line += f" {r['ms']:.2f} | {r['speedup']:.2f} |" if "ms" in r else " | |"
+            out.append(line)
+        out.append("")
+    return "\n".join(out)
+
+
+def at_quality(data, model, bound):
+    """Per method, the fastest timed setting of `model` within `bound` % loss increase (or the densest untimed)."""
+    out = {}
+    for method in METHODS:
+        ok = [r for r in data["rows"] if r["model"] == model and r["method"] == method and "error" not in r
+              and r["increase"] <= bound]
+        timed = [r for r in ok if "ms" in r]
+        if timed:
+            out[method] = min(timed, key=lambda r: r["ms"])
+        elif ok:
+            out[method] = min(ok, key=lambda r: r["density"])
+    return out
+
+
+def plot(data, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    models = []
+    for r in data["rows"]:
+        if r["model"] not in models:
+            models.append(r["model"])
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.8), squeeze=False)
+    for ax, m in zip(axes[0], models):
+        rows = [r for r in data["rows"] if r["model"] == m and "error" not in r]
+        for method in METHODS:
+            pts = sorted((r["density"], r["increase"]) for r in rows if r["method"] == method)
+            if pts:
+                ax.plot(*zip(*pts), "o-", label=NAMES[method], ms=4)
+        for tile in ((128, 128), (32, 32)):
+            pts = sorted((r["density"], r["increase"]) for r in rows if r["method"] == "oracle"
+                         and (r["config"]["tile_q"], r["config"]["tile_k"]) == tile)
+            if pts:
+                ax.plot(*zip(*pts), "k--" if tile[0] == 128 else "k:", label=f"oracle {tile[0]}×{tile[1]}")
+        for y in (0.5, 1.0):
+            ax.axhline(y, color="grey", lw=0.6)
+        ax.set_yscale("symlog", linthresh=0.5)
+        ax.set_xlim(0, 1.02)
+        ax.set_title(m)
+        ax.set_xlabel("density (kept tiles / causal tiles)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("loss increase against dense, %")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    data = json.load(open(sys.argv[1]))
+    print(tables(data))
+    for bound in (0.5, 1.0):
+        print(f"\nlm-32k at <= {bound} %:")
+        for method, r in at_quality(data, "lm-32k", bound).items():
+            print(f"  {NAMES[method]}: {setting(r)} density {r['density']:.3f} Δ {r['increase']:+.3f} % "
+                  + (f"{r['ms']:.2f} ms {r['speedup']:.2f}x" if "ms" in r else "untimed"))
+    if len(sys.argv) > 2:
+        plot(data, sys.argv[2])
+
+
+if __name__ == "__main__":
+    main()
