@@ -68,16 +68,23 @@ const std::vector<ContractRow>& contract_table() {
   return rows;
 }
 
-bool reads_memory(std::string_view backend, Memory memory) {
-  struct Reads {
-    const char* backend;
-    Memory memory;
+const std::vector<BackendCoverage>& backend_coverage_table() {
+  static const std::vector<BackendCoverage> rows = {
+      // backend    memory        every executor case   every pipeline case
+      {"reference", Memory::host, true, false},  // no pipeline: sparse_attention runs estimate, then attend
+      {"kokkos", Memory::host, true, true},
+      {"kokkos", Memory::cuda, true, true},  // a CUDA Kokkos (gpu/test_kokkos_cuda.cpp)
+      // The hand-written kernels refuse f32 inputs, head dims other than 64/96/128/256 (or Dv ≠ D) and tile_q other
+      // than 16, 32 or a multiple of 64, in words; the GPU tests state how many cases they run at least.
+      {"cuda", Memory::cuda, false, false},
   };
-  static constexpr Reads kReads[] = {
-      {"reference", Memory::host}, {"kokkos", Memory::host}, {"kokkos", Memory::cuda}, {"cuda", Memory::cuda}};
-  for (const Reads& r : kReads)
-    if (r.backend == backend && r.memory == memory) return true;
-  return false;
+  return rows;
+}
+
+const BackendCoverage* coverage_in(std::string_view backend, Memory memory) {
+  for (const BackendCoverage& row : backend_coverage_table())
+    if (row.backend == backend && row.memory == memory) return &row;
+  return nullptr;
 }
 
 const Contract& contract_of(std::string_view backend, std::string_view method) {

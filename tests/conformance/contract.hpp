@@ -1,6 +1,7 @@
 // The conformance contract as data (DESIGN.md §5): for each (backend, method), how the backend's estimator masks must
 // agree with the reference's, decision by decision, and which cases of the shared estimator table the backend must run
-// (the others it may refuse, with its reasons). ONE table (contract.cpp), read by every runner: the host table
+// (the others it may refuse, with its reasons); for each (backend, memory it reads), whether it must run every case of
+// the executor table and every estimator case as one pipeline. ONE table (contract.cpp), read by every runner: the host table
 // (test_conformance.cpp, every linked backend), the CUDA backend (gpu/test_cuda_estimators.cpp, gpu/test_cuda_plan.cpp)
 // and Kokkos on CUDA (gpu/test_kokkos_cuda.cpp). A pair the table does not list fails the run: adding a backend or a
 // method adds its rows here.
@@ -61,9 +62,23 @@ const std::vector<ContractRow>& contract_table();
 const Contract& contract_of(std::string_view backend, const MethodConfig& config);
 const Contract& contract_of(std::string_view backend, std::string_view method);
 
-/// Whether `backend` reads tensors in `memory`: its rows' coverage applies there; in other memory it refuses every
-/// call (with its reasons), e.g. the CUDA backend on the host table of a CUDA build.
-bool reads_memory(std::string_view backend, Memory memory);
+/// What a backend runs of the other two tables in a memory it reads (in other memory it refuses every call, with its
+/// reasons: e.g. the CUDA backend on the host tables of a CUDA build).
+struct BackendCoverage {
+  const char* backend;  ///< Backend::name()
+  Memory memory;        ///< a memory the backend reads
+  bool every_executor_case;  ///< runs every case of the executor table (else: what it covers, refusing the rest)
+  bool every_pipeline_case;  ///< runs every estimator case as one pipeline (sparse_attention, the mask kept in memory)
+};
+
+/// The table: one row per (backend, memory it reads).
+const std::vector<BackendCoverage>& backend_coverage_table();
+
+/// The row of (backend, memory); null when the backend does not read that memory.
+const BackendCoverage* coverage_in(std::string_view backend, Memory memory);
+
+/// Whether `backend` reads tensors in `memory`: its rows' coverage applies there.
+inline bool reads_memory(std::string_view backend, Memory memory) { return coverage_in(backend, memory) != nullptr; }
 
 /// Checks a run of `decisions` compared decisions, `differing` of them unlike the reference's, `outside_margin` of
 /// those not explained by the reference's margins (pass `differing` where no margins are known: none is explained).

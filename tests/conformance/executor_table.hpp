@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "conformance.hpp"
+#include "contract.hpp"
 
 namespace spattn::test {
 
@@ -23,14 +24,16 @@ struct NoExtraChecks {
   void operator()(const conformance::ExecutorCase&, const conformance::ExecutorOutcome&) const {}
 };
 
-/// Every case of the executor table on `backend` (`label`: the run's conditions, captured); the cases the backend
-/// refuses are counted (the caller states its coverage), each case it runs is checked, then `extra(case, outcome)`
-/// adds the runner's own checks (its kernel dispatch, its visited-tile counts).
+/// Every case of the executor table on `backend` (`label`: the run's conditions, captured): a case the backend refuses
+/// is counted, and fails where the backend coverage table (contract.hpp) says it runs every case in this memory; each
+/// case it runs is checked, then `extra(case, outcome)` adds the runner's own checks (its kernel dispatch, its
+/// visited-tile counts).
 template <class Extra = NoExtraChecks>
 ExecutorTableRun run_executor_table(const std::string& backend, conformance::MemoryAdapter& memory, bool resumed,
                                     std::string_view label = "", Extra extra = {}) {
   ExecutorTableRun run;
   const std::string conditions(label);
+  const conformance::BackendCoverage* coverage = conformance::coverage_in(backend, memory.memory());
   for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
     const std::string case_name(c.name);
     CAPTURE(backend);
@@ -40,6 +43,9 @@ ExecutorTableRun run_executor_table(const std::string& backend, conformance::Mem
     const conformance::ExecutorOutcome r = conformance::check_executor(c, backend, memory, resumed);
     if (!r.not_supported.empty()) {
       ++run.refused;
+      const std::string reason = r.not_supported.front();
+      CAPTURE(reason);
+      CHECK(!(coverage != nullptr && coverage->every_executor_case));
       continue;
     }
     ++run.ran;
