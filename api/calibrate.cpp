@@ -6,6 +6,7 @@
 #include <string>
 
 #include "spattn/error.hpp"
+#include "spattn/metrics.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/tensor.hpp"
 
@@ -107,12 +108,6 @@ SliceRun run_slice(const Slice& s, const MethodConfig& config, float pv_threshol
   r.mask = mask.stats();
   r.out = s.out->to_float();
   return r;
-}
-
-double rel_l1(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - want[i]), norm += std::fabs(double(want[i]));
-  return norm > 0 ? diff / norm : diff;
 }
 
 struct Eval {
@@ -217,9 +212,7 @@ sale::Params calibrate_sale(const sale::Config& base, const std::vector<Sample>&
       for (const Slice& s : slices) {
         sale::Config cfg = base;
         cfg.tau = {tau};
-        const std::vector<float> a = run_slice(s, cfg, INFINITY, t).out;
-        double err = 0;
-        for (std::size_t i = 0; i < a.size(); ++i) err += std::fabs(double(a[i]) - s.dense[i]);
+        const double err = output_error(run_slice(s, cfg, INFINITY, t).out, s.dense).l1;  // Err(τ) = ‖O − O_dense‖₁ / N
         if (!(err / static_cast<double>(s.p.seqlen_q) < t.sale_theta)) ok = false;
       }
       if (ok) break;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "spattn/metrics.hpp"
 #include "spattn/reference/bfla.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
@@ -49,12 +50,11 @@ int main(int argc, char** argv) {
           const double est_ms = ms_since(t0);
           attend(p, w.q.view(), w.k.view(), w.v.view(), mask, out.view());
           const std::vector<float> got = out.to_float();
-          double diff = 0, norm = 0;
-          for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - ref[i]), norm += std::fabs(double(ref[i]));
+          const double rel_l1_err = spattn::rel_l1(got, ref);
           const auto st = mask.stats();
           std::printf("| %lld | %lld | %.2f | %lld | %.4f | %.4f | %.2e | %.4f |\n", static_cast<long long>(n),
                       static_cast<long long>(p.seqlen_q), double(gamma), static_cast<long long>(eta), st.density,
-                      st.pair_density, diff / norm, est_ms / dense_ms);
+                      st.pair_density, rel_l1_err, est_ms / dense_ms);
           std::fflush(stdout);
         }
     }

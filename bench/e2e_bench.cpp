@@ -30,6 +30,7 @@
 #if defined(SPATTN_BENCH_KOKKOS)
 #include "spattn/kokkos/backend.hpp"
 #endif
+#include "spattn/metrics.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
@@ -79,12 +80,8 @@ TensorView upload(const HostTensor& t, Device& d) {
   return v;
 }
 
-double rel_l1(const HostTensor& got, const HostTensor& want) {
-  const std::vector<float> a = got.to_float(), b = want.to_float();
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) num += std::fabs(double(a[i]) - b[i]), den += std::fabs(double(b[i]));
-  return num / den;
-}
+/// spattn/metrics.hpp's rel L1 of two outputs in host memory.
+double rel_l1(const HostTensor& got, const HostTensor& want) { return spattn::rel_l1(got.to_float(), want.to_float()); }
 
 /// Decisions (reachable tiles) in which two masks of one shape differ.
 std::int64_t differing_decisions(const TileMask& a, const TileMask& b) {

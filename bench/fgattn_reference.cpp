@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "spattn/methods/fg_attn.hpp"
+#include "spattn/metrics.hpp"
 #include "spattn/reference/fg_attn.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
@@ -48,10 +49,9 @@ int main(int argc, char** argv) {
       const fg_attn::Plan c = fg_attn::plan(mask, cfg);
       attend(p, w.q.view(), w.k.view(), w.v.view(), mask, out.view());
       const std::vector<float> got = out.to_float();
-      double diff = 0, norm = 0;
-      for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - ref[i]), norm += std::fabs(double(ref[i]));
+      const double rel_l1_err = spattn::rel_l1(got, ref);
       std::printf("| %dx%d | %.2f | %.3f | %.3f | %.3f | %.2f / %.2f | %.4f | %.4f |\n", m, n, double(top_p),
-                  x.density_before, x.density_after, c.density_after, x.redundant_load, c.redundant_load, diff / norm,
+                  x.density_before, x.density_after, c.density_after, x.redundant_load, c.redundant_load, rel_l1_err,
                   est_ms / dense_ms);
       std::fflush(stdout);
     }

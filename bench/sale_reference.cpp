@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "spattn/metrics.hpp"
 #include "spattn/reference/sale.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
@@ -50,13 +51,12 @@ int main() {
         const double est_ms = ms_since(t0);
         attend(p, w.q.view(), w.k.view(), w.v.view(), est.mask, out.view());
         const std::vector<float> got = out.to_float();
-        double diff = 0, norm = 0;
-        for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - ref[i]), norm += std::fabs(double(ref[i]));
+        const spattn::OutputError err = spattn::output_error(got, ref);
         char tau[64];
         if (variant == 0) std::snprintf(tau, sizeof tau, "0.004");
         else std::snprintf(tau, sizeof tau, "calibrated (%g, %g)", double(tuned.tau[0]), double(tuned.tau[1]));
         std::printf("| %lld | %d | %s | %.4f | %.2e | %.3f | %.3f |\n", static_cast<long long>(n), bits, tau,
-                    est.mask.stats().density, diff / norm, diff / double(n) / 2.0, est_ms / dense_ms);
+                    est.mask.stats().density, err.rel_l1, err.l1 / double(n) / 2.0, est_ms / dense_ms);
         std::fflush(stdout);
       }
     }

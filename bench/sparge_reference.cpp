@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "spattn/metrics.hpp"
 #include "spattn/reference/sparge.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
@@ -69,12 +70,11 @@ int main() {
       const double est_ms = ms_since(t0);
       const AttendStats st = attend(p, w.q.view(), w.k.view(), w.v.view(), mask, out.view(), opt);
       const std::vector<float> got = out.to_float();
-      double diff = 0, norm = 0;
-      for (std::size_t i = 0; i < got.size(); ++i) diff += std::fabs(double(got[i]) - ref[i]), norm += std::fabs(double(ref[i]));
+      const double rel_l1_err = spattn::rel_l1(got, ref);
       const auto ms = mask.stats();
       std::printf("| %s | %lld | %s | %.4f | %.4f | %.4f | %.4f |\n", c.name, static_cast<long long>(c.n),
                   variant == 0 ? "defaults" : "tuned", ms.density,
-                  ms.kept_tiles > 0 ? double(st.pv_skipped) / double(ms.kept_tiles) : 0.0, diff / norm, est_ms / dense_ms);
+                  ms.kept_tiles > 0 ? double(st.pv_skipped) / double(ms.kept_tiles) : 0.0, rel_l1_err, est_ms / dense_ms);
       std::fflush(stdout);
     }
     std::printf("|  |  | tuned per head (θ, τ, t, dense): ");

@@ -11,10 +11,11 @@
 
 #include "common.hpp"
 #include "conformance/conformance.hpp"
-#include "executor_options.hpp"
-#include "kokkos_anchor.hpp"
-#include "kokkos_bfla.hpp"
-#include "kokkos_pool.hpp"
+#include "conformance/executor_options.hpp"
+#include "conformance/executor_table.hpp"
+#include "conformance/kokkos_anchor.hpp"
+#include "conformance/kokkos_bfla.hpp"
+#include "conformance/kokkos_pool.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"
@@ -210,39 +211,33 @@ TEST_CASE("kokkos: what it does not cover is said in words, and asking for it fa
     }
 }
 
-TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's (tests/executor_options.hpp)") {
+TEST_CASE("kokkos: PV-skip decisions and outputs as the reference's (tests/conformance/executor_options.hpp)") {
   auto memory = conformance::host_adapter();
   check_pv_skip(*memory);
 }
 
-TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table (tests/executor_options.hpp)") {
+TEST_CASE("kokkos: the int8 QKᵀ mode against the reference over the executor table (tests/conformance/executor_options.hpp)") {
   auto memory = conformance::host_adapter();
   check_int8(*memory);
 }
 
-/// The executor table on the host, each case plain and (resumed_too) resumed, under the current environment.
+/// The executor table on the host (conformance/executor_table.hpp), each case plain and (resumed_too) resumed, under
+/// the current environment.
 void check_executor_table(bool resumed_too) {
   auto memory = conformance::host_adapter();
   int ran = 0;
+  // The dispatch on a host space: the register-tiled kernel for Dv 64 / 128 unless the generic one is forced (the
+  // tensor-core kernel is Kokkos::Cuda's only).
+  const auto dispatch = [](const conformance::ExecutorCase& c, const conformance::ExecutorOutcome& r) {
+    const std::int64_t dv = c.dv == 0 ? c.d : c.dv;
+    const bool generic = std::getenv("SPATTN_KOKKOS_EXECUTOR") != nullptr || (dv != 64 && dv != 128);
+    CHECK(r.kernel == (generic ? "generic" : "tile"));
+  };
   for (const bool resumed : {false, true}) {
     if (resumed && !resumed_too) break;
-    for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
-      const std::string case_name(c.name);
-      CAPTURE(case_name);
-      CAPTURE(resumed);
-      const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", *memory, resumed);
-      REQUIRE(r.not_supported.empty());
-      ++ran;
-      CAPTURE(r.worst);
-      CHECK(r.bad_outputs == 0);
-      CHECK(r.bad_lse == 0);
-      CHECK(r.empty_rows == r.reference_empty_rows);
-      // The dispatch on a host space: the register-tiled kernel for Dv 64 / 128 unless the generic one is forced (the
-      // tensor-core kernel is Kokkos::Cuda's only).
-      const std::int64_t dv = c.dv == 0 ? c.d : c.dv;
-      const bool generic = std::getenv("SPATTN_KOKKOS_EXECUTOR") != nullptr || (dv != 64 && dv != 128);
-      CHECK(r.kernel == (generic ? "generic" : "tile"));
-    }
+    const ExecutorTableRun run = run_executor_table("kokkos", *memory, resumed, "host memory", dispatch);
+    CHECK(run.refused == 0);
+    ran += run.ran;
   }
   CHECK(ran == (resumed_too ? 2 : 1) * static_cast<int>(conformance::executor_cases().size()));
 }
@@ -266,7 +261,7 @@ TEST_CASE("kokkos: executor table with the GPU's team shape on the host") {
   unsetenv("SPATTN_KOKKOS_EXECUTOR");
 }
 
-/// BFLA on Kokkos, decision by decision (tests/kokkos_bfla.hpp): the portable group scores.
+/// BFLA on Kokkos, decision by decision (tests/conformance/kokkos_bfla.hpp): the portable group scores.
 TEST_CASE("kokkos: SpargeAttn and FG-Attn pooled in staged chunks of 1 and 5 rows, masks as the reference's") {
   auto memory = conformance::host_adapter();
   check_pool_chunks(*memory);
@@ -278,8 +273,8 @@ TEST_CASE("kokkos: BFLA group scores within their rounding bound, every rule aft
 }
 
 /// AnchorAttention on Kokkos, decision by decision, over every AnchorAttention case of the shared table
-/// (tests/kokkos_anchor.hpp): anchors within their rounding bound (c = 2.5: the portable kernel's fma chains), the mask
-/// bit-identical to reference::anchor_attn_select over the Kokkos anchors (every rule after them).
+/// (tests/conformance/kokkos_anchor.hpp): anchors within their rounding bound (c = 2.5: the portable kernel's fma
+/// chains), the mask bit-identical to reference::anchor_attn_select over the Kokkos anchors (every rule after them).
 TEST_CASE("kokkos: AnchorAttention anchors within their rounding bound, every rule after them exact") {
   auto memory = conformance::host_adapter();
   check_anchor_attn(*memory, 2.5, true);

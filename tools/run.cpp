@@ -8,6 +8,7 @@
 #include "mask_png.hpp"
 #include "methods.hpp"
 #include "spattn/mask_file.hpp"
+#include "spattn/metrics.hpp"
 #include "spattn/error.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
@@ -33,17 +34,9 @@ HostTensor output_like(const Workload& w) {
 }  // namespace
 
 ErrorStats compare_outputs(const std::vector<float>& got, const std::vector<float>& want) {
-  ErrorStats e;
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
-    require(std::isfinite(d), "internal: non-finite output at element ", i);
-    diff += d;
-    norm += std::fabs(static_cast<double>(want[i]));
-    e.max_abs = std::max(e.max_abs, d);
-  }
-  e.rel_l1 = norm > 0 ? diff / norm : diff;
-  return e;
+  const OutputError e = output_error(got, want);
+  require(e.first_non_finite < 0, "internal: non-finite output at element ", e.first_non_finite);
+  return {e.rel_l1, e.max_abs};
 }
 
 std::vector<float> dense_output(const Workload& w, const std::string& backend) {

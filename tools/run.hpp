@@ -35,7 +35,8 @@ struct RunResult {
 RunResult run_method(const RunOptions& options, const Workload& workload, const std::string& workload_name,
                      const std::vector<float>* dense = nullptr, TileMask* mask = nullptr);
 
-/// rel_l1 = Σ|got − want| / Σ|want| (fp64 sums in element order), max_abs = max |got − want|: what run reports.
+/// rel_l1 and max_abs of got against want (spattn/metrics.hpp's output_error): what run reports. Throws on a
+/// non-finite difference (an internal error: outputs are poisoned before the run, so an unwritten element shows).
 struct ErrorStats {
   double rel_l1 = 0, max_abs = 0;
 };

@@ -3,9 +3,10 @@
 // compared with the reference — outputs within the dtype's tolerance, masks decision by decision.
 //
 // Which contract applies (DESIGN.md §5): executor outputs are compared within tolerances that fit the dtype (§5.4);
-// estimator masks must be bit-identical where the backend follows the core's fixed-order arithmetic (§5.3), and
-// otherwise every differing decision must lie within the stated margin of its threshold, measured on the
-// reference's own margins where the method exports them (SALE); integer-domain decisions are bit-identical (§5.2).
+// estimator masks as the contract table (contract.hpp) states for each (backend, method): bit-identical where the
+// backend follows the core's fixed-order arithmetic (§5.3) and for integer-domain decisions (§5.2), otherwise every
+// differing decision within a stated margin of its threshold (the reference's own margins, where the method exports
+// them: SALE) or at most a stated fraction of the decisions.
 #pragma once
 
 #include <cstdint>

@@ -8,13 +8,15 @@
 #include <variant>
 
 #include "conformance.hpp"
+#include "contract.hpp"
 
 namespace spattn::test {
 
 /// Every estimator case on `backend` (SpargeAttn's with PV-skip on, base 2: a tile whose weights all lie below 2^-2
 /// of the row's running max, so that the method's executor options must reach the pipeline's executor): the mask
-/// is the backend's own estimate, the output and counts the reference executor's over it. The Kokkos backend must
-/// pipeline every case (FG-Attn's union semantics included: its merge plan is built where the mask lies).
+/// is the backend's own estimate, the output and counts the reference executor's over it. A backend that the coverage
+/// table (contract.hpp) says pipelines every case (Kokkos) must, FG-Attn's union semantics included (its merge plan is
+/// built where the mask lies).
 inline void check_pipeline_table(const std::string& backend, conformance::MemoryAdapter& memory) {
   int ran = 0, refused = 0, skipping = 0, union_cases = 0, union_ran = 0;
   for (conformance::EstimatorCase c : conformance::estimator_cases()) {
@@ -40,7 +42,8 @@ inline void check_pipeline_table(const std::string& backend, conformance::Memory
     CHECK(r.bad_outputs == 0);
     skipping += r.pv_skipped > 0 ? 1 : 0;
   }
-  if (backend == "kokkos") {
+  if (const conformance::BackendCoverage* coverage = conformance::coverage_in(backend, memory.memory());
+      coverage != nullptr && coverage->every_pipeline_case) {
     CHECK(refused == 0);
     CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
     CHECK(union_cases >= 4);

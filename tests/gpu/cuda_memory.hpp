@@ -1,4 +1,5 @@
-// The CUDA memory adapter of the conformance table: device copies of host tensors, poisoned outputs.
+// CUDA memory for the GPU tests: the conformance table's memory adapter (device copies of host tensors, poisoned
+// outputs) and a raw device buffer for the tests that manage their own (graphs, workspaces, PV-skip cases).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,5 +55,22 @@ class CudaMemory final : public conformance::MemoryAdapter {
   }
   std::vector<void*> buffers_;
 };
+
+/// A device allocation of n bytes, freed with the object.
+struct DeviceTensor {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  explicit DeviceTensor(std::size_t n) : bytes(n) { cuda_check(cudaMalloc(&ptr, n)); }
+  ~DeviceTensor() { cudaFree(ptr); }
+};
+
+/// `host` copied into `dev` (large enough): a view of the same layout in CUDA memory.
+inline TensorView on_device(const HostTensor& host, DeviceTensor& dev) {
+  cuda_check(cudaMemcpy(dev.ptr, host.data(), host.size_bytes(), cudaMemcpyHostToDevice));
+  TensorView v = host.view();
+  v.data = dev.ptr;
+  v.memory = Memory::cuda;
+  return v;
+}
 
 }  // namespace spattn::test

@@ -1,21 +1,25 @@
 // The shared conformance table on Kokkos' CUDA execution space: tensors in CUDA memory, backend "kokkos" (the
 // hand-written CUDA backend is linked too but not asked). Needs a GPU: built with a CUDA Kokkos, not part of ctest.
-// Contracts (DESIGN.md §5): executor outputs within the dtype's tolerance of the reference; SpargeAttn and FG-Attn
-// masks bit-identical (the core's fixed-order fp32 rules, compiled without contraction); BFLA's group scores and
-// AnchorAttention's anchors and SALE's sink-local states are fma chains in a fixed order, not the reference's Eigen
-// products: at most 2 % of their decisions may differ (as on the host).
+// Contracts (DESIGN.md §5): executor outputs within the dtype's tolerance of the reference; masks as the contract
+// table's (kokkos, method) rows say (conformance/contract.cpp, the same rows as on the host): SpargeAttn and FG-Attn
+// bit-identical (the core's fixed-order fp32 rules, compiled without contraction); BFLA's group scores, AnchorAttention's
+// anchors and SALE's sink-local states are fma chains or tensor-core sums, not the reference's Eigen products: at most
+// 1 decision in 50 may differ.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstdlib>
-#include <variant>
+#include <string>
 
 #include "../common.hpp"
 #include "../conformance/conformance.hpp"
+#include "../conformance/estimator_table.hpp"
+#include "../conformance/executor_options.hpp"
+#include "../conformance/executor_table.hpp"
+#include "../conformance/kokkos_anchor.hpp"
+#include "../conformance/kokkos_bfla.hpp"
+#include "../conformance/kokkos_pool.hpp"
 #include "../conformance/pipeline_table.hpp"
-#include "../executor_options.hpp"
-#include "../kokkos_anchor.hpp"
-#include "../kokkos_bfla.hpp"
-#include "../kokkos_pool.hpp"
 #include "cuda_memory.hpp"
 
 namespace spattn::test {
@@ -27,33 +31,28 @@ namespace {
 TEST_CASE("Kokkos CUDA: executor table against the reference (plain, then resumed: state_out + resume)") {
   CudaMemory memory;
   int ran = 0, on_mma = 0;
-  for (const char* forced : {"", "tile", "generic"})
-  for (const bool resumed : {false, true})
-  for (const conformance::ExecutorCase& c : conformance::executor_cases()) {
-    const std::string case_name(c.name), kernel(forced);
-    CAPTURE(case_name);
-    CAPTURE(resumed);
-    CAPTURE(kernel);
+  for (const char* forced : {"", "tile", "generic"}) {
+    const std::string kernel(forced);
     if (kernel.empty()) unsetenv("SPATTN_KOKKOS_EXECUTOR");
     else setenv("SPATTN_KOKKOS_EXECUTOR", forced, 1);
-    const conformance::ExecutorOutcome r = conformance::check_executor(c, "kokkos", memory, resumed);
-    REQUIRE(r.not_supported.empty());
-    ++ran;
-    CAPTURE(r.worst);
-    CHECK(r.backend == "kokkos");
-    CHECK(r.bad_outputs == 0);
-    CHECK(r.bad_lse == 0);
-    CHECK(r.empty_rows == r.reference_empty_rows);
     // The dispatch (the conformance tensors are 16-byte aligned with strides of whole rows).
-    const std::int64_t dv = c.dv == 0 ? c.d : c.dv;
-    const bool mma = c.dtype != DType::f32 && c.d == dv && (c.d == 64 || c.d == 128);
-    const bool tile = dv == 64 || dv == 128;
-    const std::string expected = kernel == "generic" ? "generic"
-                                 : kernel.empty() && mma ? "mma"
-                                 : tile              ? "tile"
-                                                     : "generic";
-    CHECK(r.kernel == expected);
-    on_mma += r.kernel == "mma" ? 1 : 0;
+    const auto dispatch = [&](const conformance::ExecutorCase& c, const conformance::ExecutorOutcome& r) {
+      const std::int64_t dv = c.dv == 0 ? c.d : c.dv;
+      const bool mma = c.dtype != DType::f32 && c.d == dv && (c.d == 64 || c.d == 128);
+      const bool tile = dv == 64 || dv == 128;
+      const std::string expected = kernel == "generic" ? "generic"
+                                   : kernel.empty() && mma ? "mma"
+                                   : tile              ? "tile"
+                                                       : "generic";
+      CHECK(r.kernel == expected);
+      on_mma += r.kernel == "mma" ? 1 : 0;
+    };
+    for (const bool resumed : {false, true}) {
+      const ExecutorTableRun run =
+          run_executor_table("kokkos", memory, resumed, "SPATTN_KOKKOS_EXECUTOR=" + kernel, dispatch);
+      CHECK(run.refused == 0);
+      ran += run.ran;
+    }
   }
   unsetenv("SPATTN_KOKKOS_EXECUTOR");
   MESSAGE("Kokkos CUDA executor table: " << ran << " runs, " << on_mma << " on the tensor-core kernel");
@@ -71,28 +70,12 @@ TEST_CASE("Kokkos CUDA: the int8 QKᵀ mode against the reference over the execu
   check_int8(memory);
 }
 
+// Each case held to its (kokkos, method) row of the contract table (conformance/contract.cpp); every case runs.
 TEST_CASE("Kokkos CUDA: estimator table against the reference, decision by decision") {
   CudaMemory memory;
-  int ran = 0;
-  for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const std::string case_name(c.name);
-    CAPTURE(case_name);
-    const conformance::EstimatorOutcome r = conformance::check_estimator(c, "kokkos", memory);
-    const bool approx = std::holds_alternative<bfla::Config>(c.config) ||
-                        std::holds_alternative<anchor_attn::Config>(c.config) || std::holds_alternative<sale::Config>(c.config);
-    REQUIRE(r.not_supported.empty());  // every estimator
-    ++ran;
-    CHECK(r.backend == "kokkos");
-    CHECK(r.decisions > 0);
-    if (approx) {
-      MESSAGE(case_name << ": " << r.differing << " of " << r.decisions << " decisions differ from the reference");
-      CHECK(r.differing * 50 <= r.decisions);
-    } else {
-      CHECK(r.differing == 0);
-    }
-  }
-  MESSAGE("Kokkos CUDA: " << ran << " estimator cases");
-  CHECK(ran == static_cast<int>(conformance::estimator_cases().size()));
+  const EstimatorTableRun run = run_estimator_table("kokkos", memory);
+  MESSAGE("Kokkos CUDA: " << run.ran << " estimator cases");
+  CHECK(run.ran == static_cast<int>(conformance::estimator_cases().size()));
 }
 
 // SpargeAttn's and FG-Attn's block pooling with 128 threads a team, staged in chunks of 1 and 5 rows.

@@ -8,7 +8,7 @@
 // allows 40,936 bytes of level-0 scratch a team): a whole 64-row block at D 128; a longer one is pooled chunk by chunk, with every sum
 // carried in row order, so the bits do not depend on the chunk. Host spaces stage the same way (one thread). A tensor
 // whose rows are not whole 4-byte words is read in place, the whole block as one chunk. SPATTN_KOKKOS_POOL_ROWS=n caps
-// a chunk at n rows (tests/kokkos_pool.hpp: the masks do not change).
+// a chunk at n rows (tests/conformance/kokkos_pool.hpp: the masks do not change).
 #pragma once
 
 #include <Kokkos_Core.hpp>

@@ -1,5 +1,5 @@
 // AnchorAttention of a backend against the reference, decision by decision (DESIGN.md §5.3), its two floating-point
-// stages separately. Used by the hand-written CUDA estimator's test (tests/gpu/test_cuda_conformance.cpp) and the
+// stages separately. Used by the hand-written CUDA estimator's test (tests/gpu/test_cuda_estimators.cpp) and the
 // Kokkos one's on CUDA (tests/gpu/test_kokkos_cuda.cpp); each states its constants.
 //  (a) anchors_within_bound: every row's (m, l) against the reference's. Scores are fp16/bf16 products (exact in fp32)
 //      summed in another order: |Δx| ≤ c·D·2⁻²⁴·scale·log2e·Σ_e |q_e|·max_j |k_je| (the γ_D bound of both sums) +

@@ -1,7 +1,7 @@
 // BFLA's group scores of a backend against the reference's, within their rounding bound (DESIGN.md §5.3):
 // |S − S_ref| ≤ c·n·2⁻²⁴·Σ|q·k| with n = g·D products per score, over every causal block pair (the pairs the mask
-// depends on). Used by the CUDA estimator's test (tests/gpu/test_cuda_conformance.cpp) and the Kokkos one's
-// (tests/kokkos_bfla.hpp); each states its c.
+// depends on). Used by the CUDA estimator's test (tests/gpu/test_cuda_estimators.cpp) and the Kokkos one's
+// (tests/conformance/kokkos_bfla.hpp); each states its c.
 #pragma once
 
 #include <algorithm>

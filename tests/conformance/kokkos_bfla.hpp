@@ -16,10 +16,10 @@
 #include <variant>
 #include <vector>
 
+#include "../common.hpp"
 #include "bfla_bound.hpp"
-#include "common.hpp"
-#include "conformance/conformance.hpp"
-#include "conformance/for_each_case.hpp"
+#include "conformance.hpp"
+#include "for_each_case.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/bfla.hpp"
 

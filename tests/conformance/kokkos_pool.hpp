@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "conformance/conformance.hpp"
-#include "conformance/for_each_case.hpp"
+#include "conformance.hpp"
+#include "for_each_case.hpp"
 #include "spattn/methods/fg_attn.hpp"
 #include "spattn/methods/sparge.hpp"
 

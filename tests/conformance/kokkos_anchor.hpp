@@ -1,4 +1,4 @@
-// AnchorAttention on the Kokkos backend, decision by decision (DESIGN.md §5.3; the bounds: tests/anchor_bound.hpp), over
+// AnchorAttention on the Kokkos backend, decision by decision (DESIGN.md §5.3; the bounds: anchor_bound.hpp), over
 // every AnchorAttention case of the shared table, with the inputs in a MemoryAdapter's memory (host:
 // tests/test_kokkos.cpp; CUDA: tests/gpu/test_kokkos_cuda.cpp):
 //  (a) every row's anchor (m, l) within the rounding bound of the reference's, with the constant c of the kernel's sums
@@ -14,10 +14,10 @@
 #include <variant>
 #include <vector>
 
+#include "../common.hpp"
 #include "anchor_bound.hpp"
-#include "common.hpp"
-#include "conformance/conformance.hpp"
-#include "conformance/for_each_case.hpp"
+#include "conformance.hpp"
+#include "for_each_case.hpp"
 #include "spattn/kokkos/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 

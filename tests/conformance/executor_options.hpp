@@ -1,6 +1,6 @@
 // The executor options the shared conformance table does not exercise (PV-skip, the int8 QKᵀ mode), run on a backend
 // (Kokkos by default) with the tensors in a MemoryAdapter's memory and compared with the reference: the Kokkos host
-// test (test_kokkos.cpp), Kokkos on CUDA (gpu/test_kokkos_cuda.cpp) and the CUDA backend (gpu/test_cuda_conformance.cpp)
+// test (test_kokkos.cpp), Kokkos on CUDA (gpu/test_kokkos_cuda.cpp) and the CUDA backend (gpu/test_cuda_executor.cpp)
 // run the same checks.
 #pragma once
 
@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "common.hpp"
-#include "conformance/conformance.hpp"
+#include "../common.hpp"
+#include "conformance.hpp"
 
 namespace spattn::test {
 
