@@ -25,12 +25,6 @@ import spattn
 from models import lm_loss, denoising_loss, math_sdpa
 
 
-def rel_l1(out, ref):
-    """Σ|out − ref| / Σ|ref| in float64 (the metric spattn's calibration and benches use)."""
-    out, ref = out.double(), ref.double()
-    return ((out - ref).abs().sum() / ref.abs().sum()).item()
-
-
 class Record:
     """What the attention calls of one evaluation did: per call (density, rel L1 against dense)."""
 
@@ -72,7 +66,8 @@ def Swap(attention, layers, compare=True):
             raise spattn.Error("quality harness: GQA without enable_gqa")
         ref = dense(query, key, value, is_causal=is_causal, scale=scale, enable_gqa=query.shape[1] != key.shape[1])
         out, mask = attention(query, key, value, is_causal, scale)
-        record.calls.append((None if mask is None else mask.density, rel_l1(out, ref) if compare else None))
+        error = spattn.output_error(out, ref)["rel_l1"] if compare else None  # spattn/metrics.hpp
+        record.calls.append((None if mask is None else mask.density, error))
         return out.to(query.dtype)
 
     functional.scaled_dot_product_attention = sdpa

@@ -20,7 +20,7 @@ from . import _spattn
 from ._spattn import Error, TileMask, has_cuda
 
 __all__ = ["Error", "TileMask", "Plan", "attend", "estimate", "sparse_attention", "calibrate", "methods",
-           "backends", "has_cuda", "oracle_mask"]
+           "backends", "has_cuda", "oracle_mask", "output_error"]
 
 _LEGACY_DEFAULT_STREAM = 1  # DLPack's number for CUDA's legacy default stream (the public C++ API runs on it)
 _CUDA = 2  # DLPack device type
@@ -162,6 +162,18 @@ def oracle_mask(q, k, *, tile_q=128, tile_k=128, density=None, mass=None, thresh
         raise Error("oracle_mask: give exactly one budget: density=, mass= or threshold=")
     (budget, value), = budgets
     return _spattn.oracle_mask(q, k, causal, scale, tile_q, tile_k, per_kv_head, budget, float(value), _call(layout))
+
+
+def output_error(got, want):
+    """How far `got` is from `want` (spattn/metrics.hpp, the one definition calibrate(), the spattn program, the
+    benches and the quality harness use): {rel_l1: Σ|got − want| / Σ|want|, max_abs, l1, reference_l1,
+    first_non_finite}, over both as float32 in C order, summed in fp64 in element order; NaN and infinity are never
+    hidden. Arrays of the same size: NumPy, or torch tensors on any device (copied to the host)."""
+    def host(x):
+        if _library(x) == "torch":
+            x = x.detach().float().cpu().numpy()
+        return x
+    return _spattn.output_error(host(got), host(want))
 
 
 def _current_stream(q):

@@ -3,6 +3,7 @@
 // C++ library's, whose spattn::Error becomes the Python exception spattn.Error with the same
 // message. The pure-Python package (python/spattn) allocates outputs and picks streams; this module
 // only reads and writes what it is given.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -14,6 +15,7 @@
 #include "bindings.hpp"
 #include "method_kwargs.hpp"
 #include "spattn/error.hpp"
+#include "spattn/metrics.hpp"
 #include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
 
@@ -168,6 +170,20 @@ TileMask oracle_mask_py(py::handle q_obj, py::handle k_obj, bool causal, std::op
   return oracle_mask(p, q.view, k.view, shape, b);
 }
 
+/// spattn/metrics.hpp's output_error of two float32 arrays of one size (flattened in C order).
+py::dict output_error_py(py::array_t<float, py::array::c_style | py::array::forcecast> got,
+                         py::array_t<float, py::array::c_style | py::array::forcecast> want) {
+  const OutputError e = output_error({got.data(), static_cast<std::size_t>(got.size())},
+                                     {want.data(), static_cast<std::size_t>(want.size())});
+  py::dict d;
+  d["rel_l1"] = e.rel_l1;
+  d["max_abs"] = e.max_abs;
+  d["l1"] = e.l1;
+  d["reference_l1"] = e.reference_l1;
+  d["first_non_finite"] = e.first_non_finite;
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_spattn, m) {
@@ -193,6 +209,7 @@ PYBIND11_MODULE(_spattn, m) {
   m.def("oracle_mask", &oracle_mask_py, py::arg("q"), py::arg("k"), py::arg("causal"), py::arg("scale"),
         py::arg("tile_q"), py::arg("tile_k"), py::arg("per_kv_head"), py::arg("budget"), py::arg("value"),
         py::arg("call"));
+  m.def("output_error", &output_error_py, py::arg("got"), py::arg("want"));
   m.def("methods", [] {
     std::vector<std::pair<std::string, std::string>> list;
     for (const MethodInfo& info : method_registry()) list.emplace_back(info.name, info.summary);

@@ -132,3 +132,18 @@ def test_oracle_mask_api():
         spattn.oracle_mask(q, k, density=0.5, mass=0.9)
     with pytest.raises(spattn.Error, match="budget"):
         spattn.oracle_mask(q, k, density=0.0)
+
+
+def test_output_error_is_the_metric():
+    rng = np.random.default_rng(SEED)
+    want = rng.standard_normal(1000).astype(np.float32)
+    got = want + rng.standard_normal(1000).astype(np.float32) * 0.01
+    e = spattn.output_error(torch.from_numpy(got), want)
+    d = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert e["rel_l1"] == pytest.approx(d.sum() / np.abs(want.astype(np.float64)).sum(), rel=1e-12)
+    assert e["max_abs"] == d.max() and e["first_non_finite"] == -1
+    got[7] = np.nan
+    e = spattn.output_error(got, want)
+    assert np.isnan(e["rel_l1"]) and e["first_non_finite"] == 7
+    with pytest.raises(spattn.Error, match="elements"):
+        spattn.output_error(got[:10], want)
