@@ -75,8 +75,13 @@ def plot(data, path):
     for r in data["rows"]:
         if r["model"] not in models:
             models.append(r["model"])
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.8), squeeze=False)
-    for ax, m in zip(axes[0], models):
+    cols = 2
+    nrows = (len(models) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4 * nrows), squeeze=False)
+    axes = axes.ravel()
+    for ax in axes[len(models):]:
+        ax.axis("off")
+    for ax, m in zip(axes, models):
         rows = [r for r in data["rows"] if r["model"] == m and "error" not in r]
         for method in METHODS:
             pts = sorted((r["density"], r["increase"]) for r in rows if r["method"] == method)
@@ -90,12 +95,17 @@ def plot(data, path):
         for y in (0.5, 1.0):
             ax.axhline(y, color="grey", lw=0.6)
         ax.set_yscale("symlog", linthresh=0.5)
+        ax.set_ylim(-0.5, 200)
         ax.set_xlim(0, 1.02)
         ax.set_title(m)
-        ax.set_xlabel("density (kept tiles / causal tiles)")
+        ax.set_xlabel("density (kept tiles / reachable tiles)")
+        ax.set_ylabel("loss increase against dense, %")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("loss increase against dense, %")
-    axes[0][-1].legend(fontsize=7)
+    handles = {}
+    for ax in axes[:len(models)]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    axes[0].legend(handles.values(), handles.keys(), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
