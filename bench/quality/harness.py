@@ -18,7 +18,6 @@ import contextlib
 import math
 
 import torch
-import torch.nn.functional as F
 
 import spattn
 
