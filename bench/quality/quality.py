@@ -106,24 +106,12 @@ def capture_qkv(forward, layers):
     return captured
 
 
-def cuda_time(fn, reps=10, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
-
-
 def time_settings(name, captured, rows, log):
     """Per setting: spattn.Plan (estimate + attend on the device) summed over the layers' captured inputs, against
     cuDNN SDPA on the same inputs (K/V repeated to the query heads outside the timing)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from peers import timed as cuda_time  # median of CUDA-event timings after warm-up (bench/peers.py)
     cudnn = 0.0
     for q, k, v, causal, scale in captured:
         kr = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
