@@ -58,17 +58,96 @@ def _empty_out(q, v, layout):
     for name, x in (("q", q), ("v", v)):
         if len(getattr(x, "shape", ())) != 4:
             raise Error(f"{name}: expected 4 dimensions, got shape {tuple(getattr(x, 'shape', ()))}")
-    shape = tuple(q.shape[:3]) + (v.shape[3],)  # [B, Hq, Nq, Dv] or [B, Nq, Hq, Dv]: q's layout
-    library = _library(q)
+    return _empty(q, tuple(q.shape[:3]) + (v.shape[3],))  # [B, Hq, Nq, Dv] or [B, Nq, Hq, Dv]: q's layout
+
+
+def _empty(like, shape, float32=False, name="out"):
+    """An uninitialised array of `shape` made by like's library on like's device, in like's dtype or float32."""
+    library = _library(like)
     if library == "torch":
-        return sys.modules["torch"].empty(shape, dtype=q.dtype, device=q.device)
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
     if library == "numpy":
-        return sys.modules["numpy"].empty(shape, dtype=q.dtype)
+        numpy = sys.modules["numpy"]
+        return numpy.empty(shape, dtype=numpy.float32 if float32 else like.dtype)
     if library == "cupy":
         cupy = sys.modules["cupy"]
-        with cupy.cuda.Device(q.device.id):
-            return cupy.empty(shape, dtype=q.dtype)
-    raise Error(f"out: spattn allocates outputs for NumPy, torch and CuPy arrays; give out= for {type(q).__name__}")
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=cupy.float32 if float32 else like.dtype)
+    raise Error(f"{name}: spattn allocates outputs for NumPy, torch and CuPy arrays; give {name}= for "
+                f"{type(like).__name__}")
+
+
+def _concat(parts, like):
+    library = _library(like)
+    if library == "torch":
+        return sys.modules["torch"].cat(parts, dim=-1)
+    return sys.modules[library].concatenate(parts, axis=-1)
+
+
+class _Batch:
+    """How a call's arrays are laid out: batched ([B, H, N, D] in `layout`) or a variable-length batch (packed
+    [total, H, D] arrays and cu_seqlens, as FlashAttention's varlen functions take them), and the optional LSE."""
+
+    def __init__(self, q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+        if (cu_seqlens_q is None) != (cu_seqlens_k is None):
+            raise Error("cu_seqlens: give both cu_seqlens_q and cu_seqlens_k or neither")
+        self.varlen = cu_seqlens_q is not None
+        self.return_lse = return_lse
+        self.layout = "bnhd" if self.varlen else layout
+        if self.varlen:
+            self.cu_q, self.cu_k = (self._offsets(c, name) for c, name in ((cu_seqlens_q, "cu_seqlens_q"),
+                                                                           (cu_seqlens_k, "cu_seqlens_k")))
+            lengths = [b - a for a, b in zip(self.cu_q, self.cu_q[1:])]
+            self.max_q = int(max_seqlen_q) if max_seqlen_q is not None else max(lengths, default=0)
+            self.max_k = int(max_seqlen_k) if max_seqlen_k is not None else 0
+        elif max_seqlen_q is not None or max_seqlen_k is not None:
+            raise Error("max_seqlen_q, max_seqlen_k: only with cu_seqlens_q and cu_seqlens_k")
+
+    @staticmethod
+    def _offsets(cu, name):
+        try:
+            values = cu.tolist() if hasattr(cu, "tolist") else list(cu)
+            return [int(x) for x in values]
+        except (TypeError, ValueError) as e:
+            raise Error(f"{name}: expected a 1-d sequence of integer offsets: {e}") from e
+
+    def arrays(self, *xs):
+        """The arrays as the library reads them: packed [total, H, D] become [1, total, H, D] ("bnhd")."""
+        if not self.varlen:
+            return xs
+        for name, x in zip("qkv", xs):
+            if len(getattr(x, "shape", ())) != 3:
+                raise Error(f"{name}: with cu_seqlens, expected a packed [total, H, D] array, got shape "
+                            f"{tuple(getattr(x, 'shape', ()))}")
+        return tuple(x[None] for x in xs)
+
+    def out(self, q, v, out):
+        """(out as returned, out as the library writes it)."""
+        if out is None:
+            out = _empty(q, tuple(q.shape[:2]) + (v.shape[2],)) if self.varlen else _empty_out(q, v, self.layout)
+        return out, (out[None] if self.varlen else out)
+
+    def call(self, q, stream=_LEGACY_DEFAULT_STREAM):
+        call = _call(self.layout, stream)
+        if self.varlen:
+            call.cu_seqlens_q, call.cu_seqlens_kv = self.cu_q, self.cu_k
+            call.max_seqlen_q, call.max_seqlen_kv = self.max_q, self.max_k
+        if self.return_lse:
+            if self.varlen:
+                shape = (len(self.cu_q) - 1, q.shape[1], self.max_q)
+            else:
+                shape = (q.shape[0], q.shape[1] if self.layout == "bhnd" else q.shape[2],
+                         q.shape[2] if self.layout == "bhnd" else q.shape[1])
+            self.lse = _empty(q, shape, float32=True, name="lse")
+            call.lse = self.lse[..., None]
+        return call
+
+    def result_lse(self):
+        """The natural-log LSE: [B, Hq, Nq], or FlashAttention's varlen [Hq, total_q]."""
+        if not self.varlen:
+            return self.lse
+        return _concat([self.lse[b, :, :e - a] for b, (a, e) in enumerate(zip(self.cu_q, self.cu_q[1:]))], self.lse)
 
 
 @contextlib.contextmanager
@@ -93,43 +172,68 @@ def _call(layout, stream=_LEGACY_DEFAULT_STREAM):
     return call
 
 
-def attend(q, k, v, mask, *, causal=False, scale=None, out=None, backend="auto", layout="bhnd", return_stats=False):
+_VARLEN_DOC = """
+    Variable-length batches (FlashAttention's varlen layout): q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k, Hkv,
+    Dv] packed, with cu_seqlens_q / cu_seqlens_k (B+1 ascending offsets from 0, any 1-d integer sequence) and optionally
+    max_seqlen_q / max_seqlen_k (default: the longest); out is [total_q, Hq, Dv]. return_lse=True also returns each
+    row's natural-log log-sum-exp (−inf for a row that sees no key): [B, Hq, Nq], or [Hq, total_q] for a
+    variable-length batch (FlashAttention's conventions), float32."""
+
+
+def attend(q, k, v, mask, *, causal=False, scale=None, out=None, backend="auto", layout="bhnd", return_stats=False,
+           cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
     """Exact attention over the tiles `mask` keeps (and the causal rule): softmax(scale·QKᵀ) V.
 
     q [B, Hq, Nq, D], k [B, Hkv, Nkv, D], v [B, Hkv, Nkv, Dv] (Hq a multiple of Hkv); causal attention is aligned
     bottom-right (row i sees keys j <= i + Nkv - Nq); scale defaults to 1/sqrt(D). Returns out [B, Hq, Nq, Dv]
-    (with return_stats: (out, {backend, empty_rows, visited_tiles, pv_skipped})).
+    (with return_lse: (out, lse); with return_stats, the stats {backend, empty_rows, visited_tiles, pv_skipped} last).
     """
-    if out is None:
-        out = _empty_out(q, v, layout)
+    batch = _Batch(q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+    out, out_view = batch.out(q, v, out)
     with _on_device_of(q):
-        stats = _spattn.attend(q, k, v, mask, out, causal, scale, backend, _call(layout))
-    return (out, stats) if return_stats else out
+        stats = _spattn.attend(*batch.arrays(q, k, v), mask, out_view, causal, scale, backend, batch.call(q))
+    result = (out,) + ((batch.result_lse(),) if return_lse else ()) + ((stats,) if return_stats else ())
+    return result if len(result) > 1 else out
 
 
-def estimate(method, q, k, *, causal=False, scale=None, backend="auto", layout="bhnd", return_info=False, **config):
+attend.__doc__ += _VARLEN_DOC
+
+
+def estimate(method, q, k, *, causal=False, scale=None, backend="auto", layout="bhnd", return_info=False,
+             cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, **config):
     """Stage 1 of `method` ("sparge", "sale", "anchor", "fgattn", "bfla", "dense"): the TileMask for q and k.
 
     config: the method's options by the names of the spattn program's (tile_q=64, topk=0.3, tau=0.002, params=
     "sparge.json", ...); an option the method does not take raises Error listing those it takes. With return_info:
     (mask, {method, backend, candidates, selected}).
     """
+    batch = _Batch(q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, False)
     with _on_device_of(q):
-        mask, info = _spattn.estimate(method, q, k, causal, scale, backend, _call(layout), config)
+        mask, info = _spattn.estimate(method, *batch.arrays(q, k), causal, scale, backend, batch.call(q), config)
     return (mask, info) if return_info else mask
 
 
+estimate.__doc__ += _VARLEN_DOC
+
+
 def sparse_attention(q, k, v, *, method, causal=False, scale=None, out=None, backend="auto", layout="bhnd",
-                     return_mask=False, **config):
+                     return_mask=False, cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None,
+                     return_lse=False, **config):
     """estimate() then attend() over its mask, with the method's executor options (SpargeAttn's PV-skip).
 
-    Returns out, or with return_mask (out, mask, info) where info holds the estimate's and the attend's counts.
+    Returns out; with return_lse (out, lse); with return_mask, mask and info (the estimate's and the attend's counts)
+    follow: (out[, lse], mask, info).
     """
-    if out is None:
-        out = _empty_out(q, v, layout)
+    batch = _Batch(q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+    out, out_view = batch.out(q, v, out)
     with _on_device_of(q):
-        mask, info = _spattn.sparse_attention(method, q, k, v, out, causal, scale, backend, _call(layout), config)
-    return (out, mask, info) if return_mask else out
+        mask, info = _spattn.sparse_attention(method, *batch.arrays(q, k, v), out_view, causal, scale, backend,
+                                              batch.call(q), config)
+    result = (out,) + ((batch.result_lse(),) if return_lse else ()) + ((mask, info) if return_mask else ())
+    return result if len(result) > 1 else out
+
+
+sparse_attention.__doc__ += _VARLEN_DOC
 
 
 def calibrate(method, samples, path, *, causal=False, scale=None, l1=0.08, l2=0.09, theta_steps=16, sale_theta=0.4,

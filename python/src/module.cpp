@@ -54,10 +54,11 @@ py::dict attend_py(py::handle q_obj, py::handle k_obj, py::handle v_obj, const T
                    const std::string& backend, const Call& call) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call),
                      v = import_array(v_obj, "v", call), o = import_array(out_obj, "out", call);
-  const Problem p = python::problem_of(q, k, &v, causal, scale);
+  const Problem p = python::problem_of(q, k, &v, causal, scale, call);
   python::check_out(o, q, p);
   AttendOptions options;
   options.backend = backend;
+  options.lse = python::lse_of(call, q, p);
   AttendStats stats;
   {
     py::gil_scoped_release unlocked;
@@ -70,7 +71,7 @@ py::tuple estimate_py(const std::string& method, py::handle q_obj, py::handle k_
                       std::optional<float> scale, const std::string& backend, const Call& call,
                       const py::dict& config) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call);
-  const Problem p = python::problem_of(q, k, nullptr, causal, scale);
+  const Problem p = python::problem_of(q, k, nullptr, causal, scale, call);
   const MethodConfig mc = python::method_config_from_kwargs(method, config, p.heads_q);
   EstimateOptions options;
   options.backend = backend;
@@ -89,11 +90,12 @@ py::tuple sparse_attention_py(const std::string& method, py::handle q_obj, py::h
                               const Call& call, const py::dict& config) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call),
                      v = import_array(v_obj, "v", call), o = import_array(out_obj, "out", call);
-  const Problem p = python::problem_of(q, k, &v, causal, scale);
+  const Problem p = python::problem_of(q, k, &v, causal, scale, call);
   python::check_out(o, q, p);
   const MethodConfig mc = python::method_config_from_kwargs(method, config, p.heads_q);
   AttendOptions options;
   options.backend = backend;
+  options.lse = python::lse_of(call, q, p);
   SparseAttentionResult r;
   {
     py::gil_scoped_release unlocked;
@@ -154,7 +156,7 @@ TileMask oracle_mask_py(py::handle q_obj, py::handle k_obj, bool causal, std::op
                         std::int32_t tile_q, std::int32_t tile_k, bool per_kv_head, const std::string& budget,
                         float value, const Call& call) {
   const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call);
-  const Problem p = python::problem_of(q, k, nullptr, causal, scale);
+  const Problem p = python::problem_of(q, k, nullptr, causal, scale, call);
   OracleBudget b;
   if (budget == "mass") {
     b = OracleBudget::mass(value);
@@ -194,7 +196,12 @@ PYBIND11_MODULE(_spattn, m) {
   py::class_<Call>(m, "Call")
       .def(py::init<>())
       .def_readwrite("layout", &Call::layout)
-      .def_readwrite("stream", &Call::stream);
+      .def_readwrite("stream", &Call::stream)
+      .def_readwrite("cu_seqlens_q", &Call::cu_seqlens_q)
+      .def_readwrite("cu_seqlens_kv", &Call::cu_seqlens_kv)
+      .def_readwrite("max_seqlen_q", &Call::max_seqlen_q)
+      .def_readwrite("max_seqlen_kv", &Call::max_seqlen_kv)
+      .def_readwrite("lse", &Call::lse);
 
   m.def("attend", &attend_py, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
         py::arg("out"), py::arg("causal"), py::arg("scale"), py::arg("backend"), py::arg("call"));
