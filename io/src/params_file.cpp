@@ -135,4 +135,34 @@ sale::Params parse_sale_params(std::string_view text, const std::string& what) {
   });
 }
 
+bool takes_params_file(std::string_view method) { return method == "sparge" || method == "sale"; }
+
+MethodConfig configure_method(std::string_view name, std::span<const NamedValue> values, std::int64_t heads_q,
+                              UnknownOptions unknown) {
+  MethodConfig config = default_config(name);
+  std::vector<NamedValue> options;
+  for (const NamedValue& v : values) {
+    if (v.name != kParamsOption) {
+      options.push_back(v);
+      continue;
+    }
+    require(takes_params_file(name), "params: only sparge and sale take parameter files");
+    require(std::holds_alternative<std::string>(v.value), "params: expected a path");
+    const std::string& path = std::get<std::string>(v.value);
+    if (name == "sparge") {
+      const sparge::Params params = load_sparge_params(path);
+      require(static_cast<std::int64_t>(params.heads.size()) == heads_q, "params: '", path, "' has ",
+              params.heads.size(), " heads, the input has ", heads_q);
+      config = params.config();
+    } else {
+      const sale::Params params = load_sale_params(path);
+      require(static_cast<std::int64_t>(params.tau.size()) == heads_q, "params: '", path, "' has ", params.tau.size(),
+              " heads, the input has ", heads_q);
+      config = params.config();
+    }
+  }
+  set_options(config, options, unknown);
+  return config;
+}
+
 }  // namespace spattn
