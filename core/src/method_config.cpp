@@ -101,8 +101,9 @@ void set_options(MethodConfig& config, std::span<const NamedValue> values, Unkno
     const Option* o = find_option(table, v.name);
     if (!o) {
       if (unknown == UnknownOptions::skip) continue;
-      fail("method '", table.method, "': unknown option '", v.name, "' (", table.method, " takes ", option_names(table),
-           ")");
+      const std::string_view why = refusal(table, v.name);
+      fail("method '", table.method, "': unknown option '", v.name, "' (", why, why.empty() ? "" : "; ", table.method,
+           " takes ", option_names(table), ")");
     }
     for (std::size_t i = 0; i < set.size(); ++i)
       require(set[i] != o, table.method, " ", o->name, ": given twice (as '", as_given[i], "' and '", v.name, "')");

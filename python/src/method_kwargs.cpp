@@ -11,16 +11,16 @@ namespace py = pybind11;
 namespace spattn::python {
 namespace {
 
-std::string repr(py::handle value) { return std::string(py::str(py::repr(value))); }
+std::string shown(py::handle value) { return std::string(py::str(py::repr(value))); }
 
 /// A keyword's value as the option's kind wants it: numbers (not bools), True/False, or a choice's name.
 NamedValue named_value(const Option& option, const std::string& key, py::handle value) {
   switch (option.field.kind) {
     case OptionKind::flag:
-      require(py::isinstance<py::bool_>(value), key, ": expected True or False, got ", repr(value));
+      require(py::isinstance<py::bool_>(value), key, ": expected True or False, got ", shown(value));
       return {key, value.cast<bool>() ? 1.0 : 0.0};
     case OptionKind::choice:
-      require(py::isinstance<py::str>(value), key, ": expected a string, got ", repr(value));
+      require(py::isinstance<py::str>(value), key, ": expected a string, got ", shown(value));
       return {key, value.cast<std::string>()};
     case OptionKind::integer: {
       // bool is an int in Python; a flag given to a numeric option is a mistake.
@@ -28,7 +28,7 @@ NamedValue named_value(const Option& option, const std::string& key, py::handle 
       // Any integer (int, numpy's) through __index__, as text: exact, and set_option refuses one its member cannot hold.
       const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
       if (!index) PyErr_Clear();
-      require(static_cast<bool>(index), key, ": expected an integer, got ", repr(value));
+      require(static_cast<bool>(index), key, ": expected an integer, got ", shown(value));
       return {key, std::string(py::str(index))};
     }
     case OptionKind::real:
@@ -36,7 +36,7 @@ NamedValue named_value(const Option& option, const std::string& key, py::handle 
       try {
         return {key, value.cast<double>()};
       } catch (const py::cast_error&) {
-        fail(key, ": expected a number, got ", repr(value));
+        fail(key, ": expected a number, got ", shown(value));
       }
   }
   fail(key, ": unknown option kind");
@@ -59,8 +59,9 @@ MethodConfig method_config_from_kwargs(const std::string& method, const py::dict
       continue;
     }
     const Option* option = find_option(table, name);
-    require(option != nullptr, "method '", method, "': unknown option '", name, "' (", method, " takes ",
-            option_names(table), takes_params_file(method) ? ", params" : "", ")");
+    const std::string_view why = refusal(table, name);
+    require(option != nullptr, "method '", method, "': unknown option '", name, "' (", why, why.empty() ? "" : "; ",
+            method, " takes ", option_names(table), takes_params_file(method) ? ", params" : "", ")");
     values.push_back(named_value(*option, name, value));
   }
   return configure_method(method, values, heads_q, UnknownOptions::error);
