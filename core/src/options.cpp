@@ -45,6 +45,14 @@ std::string choice_list(std::string_view choices) {
   return s;
 }
 
+/// An integral double as written in the input: 4294967424, not 4.29497e+09.
+std::string integer_text(double x) {
+  std::ostringstream s;
+  s.precision(0);
+  s << std::fixed << x;
+  return s.str();
+}
+
 std::string number_text(double x, OptionKind kind) {
   std::ostringstream s;
   if (kind == OptionKind::integer) s << static_cast<std::int64_t>(x);
@@ -105,13 +113,19 @@ void validate_options(const OptionTable& table, const void* config, std::int64_t
   }
 }
 
-void set_option(const Option& o, void* config, double value, std::string_view given) {
+const Option& table_option(const OptionTable& table, std::string_view name) {
+  for (const Option& o : table.options)
+    if (o.name == name) return o;
+  fail("internal: ", table.method, " has no option '", name, "'");
+}
+
+void check_option_value(const Option& o, double value, std::string_view given) {
   switch (o.field.kind) {
     case OptionKind::integer: {
       require(std::isfinite(value) && value == std::trunc(value), given, ": expected an integer, got ", value);
       const double limit = std::ldexp(1.0, o.field.bits - 1);
-      require(value >= -limit && value < limit, given, ": ", static_cast<std::int64_t>(value), " does not fit in ",
-              o.field.bits, " bits");
+      require(value >= -limit && value < limit, given, ": ", integer_text(value), " does not fit in ", o.field.bits,
+              " bits");
       break;
     }
     case OptionKind::real:
@@ -129,6 +143,10 @@ void set_option(const Option& o, void* config, double value, std::string_view gi
       break;
     }
   }
+}
+
+void set_option(const Option& o, void* config, double value, std::string_view given) {
+  check_option_value(o, value, given);
   o.field.set(config, value);
 }
 

@@ -148,6 +148,8 @@ struct OptionTable {
 
 /// The option called `name` (its public name or an alias) among those settable by name; nullptr if none.
 const Option* find_option(const OptionTable& table, std::string_view name);
+/// The option whose public name is `name`, settable by name or not (parameter files); throws spattn::Error if none.
+const Option& table_option(const OptionTable& table, std::string_view name);
 /// The refusal reason of `name`, or "" when the method does not refuse it.
 std::string_view refusal(const OptionTable& table, std::string_view name);
 /// Whether `name` is one of the '|'-separated names of `list`.
@@ -159,8 +161,11 @@ std::vector<std::string_view> split_names(std::string_view list);
 /// throws spattn::Error "<method> <member>: must be in [lo, hi]<note>, got x".
 void validate_options(const OptionTable& table, const void* config, std::int64_t heads_q);
 
-/// Sets `option` to a number (flags 0/1, choices their index), given as `given` (named in messages): an integer
-/// option needs an integer that its member's type holds; a choice an index in range. Ranges are validate()'s.
+/// Checks that `value` is a number `option` can hold, given as `given` (named in messages): an integer option needs an
+/// integer that its member's type holds, a real one a number within fp32's range (inf allowed), a flag 0 or 1, a
+/// choice the index of one. Ranges are validate()'s.
+void check_option_value(const Option& option, double value, std::string_view given);
+/// Sets `option` to a number (flags 0/1, choices their index) after check_option_value.
 void set_option(const Option& option, void* config, double value, std::string_view given);
 /// The number that `text` means for `option`: integers and reals as written (inf, nan too), flags true/false/1/0,
 /// choices by name. Throws spattn::Error naming `given` and the text.
