@@ -29,6 +29,16 @@ std::string help_of(const OptionTable& table, const Option& o, std::string_view 
   return h + " (default " + option_value_text(o, defaults) + ")";
 }
 
+/// Parses `text` as any method's option called `name` would (a malformed number fails even for a method that ignores
+/// the flag, as when CLI11 parsed them).
+void check_text(const std::string& name, const std::string& text) {
+  for (const MethodInfo& m : method_registry())
+    if (const Option* o = find_option(option_table(m.defaults), name)) {
+      parse_option(*o, text, flag_of(name));
+      return;
+    }
+}
+
 std::pair<std::string, std::string> split_tile(const std::string& tile) {
   const auto x = tile.find('x');
   std::size_t used_q = 0, used_k = 0;
@@ -99,8 +109,12 @@ std::vector<NamedValue> given_options(const MethodFlags& flags, const std::strin
   for (const MethodFlags::Flag& f : flags.flags) {
     if (f.option->count() == 0) continue;
     if (!flags.tile.empty() && (f.name == "tile_q" || f.name == "tile_k")) continue;  // --tile sets both
-    if (f.is_flag) given.push_back({f.name, f.on ? 1.0 : 0.0});
-    else given.push_back({f.name, f.text});
+    if (f.is_flag) {
+      given.push_back({f.name, f.on ? 1.0 : 0.0});
+    } else {
+      check_text(f.name, f.text);
+      given.push_back({f.name, f.text});
+    }
   }
   if (!flags.tile.empty()) {
     const auto [q, k] = split_tile(flags.tile);
