@@ -84,7 +84,7 @@ TEST_CASE("values by name: kinds, widths, choices, unknown names and doubles are
   CHECK(message_of("fgattn", {{"top_p", std::string("high")}}) == "top_p: expected a number, got 'high'");
   CHECK(message_of("sparge", {{"sink", std::string("yes")}}) == "sink: expected true or false, got 'yes'");
   CHECK(message_of("sparge", {{"tua", 0.5}}) ==
-        "method 'sparge': unknown option 'tua' (sparge takes block_q, block_k, theta, tau, topk, attention_sink)");
+        "method 'sparge': unknown option 'tua' (sparge takes block_q, block_k, theta, tau, topk, attention_sink, qk_int8)");
   CHECK(message_of("sparge", {{"theta", 0.5}, {"sim_threshold", 0.1}}) ==
         "sparge theta: given twice (as 'theta' and 'sim_threshold')");
   CHECK(message_of("sparge", {{"pv_threshold", 1.0}}).find("unknown option 'pv_threshold'") != std::string::npos);
@@ -121,6 +121,14 @@ TEST_CASE("ranges come from the tables: one wording, the method, the member and 
   bfla::Config bf;
   bf.rho = 2.0f;
   CHECK(range_message(bf) == "bfla rho: must be in [0, 1] (0 = off), got 2");
+}
+
+TEST_CASE("SpargeAttn's qk_int8 option reaches the executor's options") {
+  CHECK(!attend_options_of(default_config("sparge")).qk_int8);
+  CHECK(attend_options_of(configured("sparge", {{"qk_int8", 1.0}})).qk_int8);
+  AttendOptions base;
+  base.qk_int8 = true;  // the caller's (spattn run --int8) stays on
+  CHECK(attend_options_of(default_config("sparge"), base).qk_int8);
 }
 
 TEST_CASE("the frontier's knobs are the options with a sweep") {

@@ -65,6 +65,7 @@ AttendOptions attend_options_of(const MethodConfig& config, const AttendOptions&
   if (const auto* s = std::get_if<sparge::Config>(&config)) {
     if (s->pv_threshold.size() == 1) o.pv_threshold = s->pv_threshold[0];
     else if (!s->pv_threshold.empty()) o.pv_threshold_per_head = s->pv_threshold;
+    o.qk_int8 = o.qk_int8 || s->qk_int8;
   }
   return o;
 }

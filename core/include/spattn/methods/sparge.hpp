@@ -147,6 +147,7 @@ struct Config {
   bool attention_sink = false;
   std::vector<std::uint8_t> dense_heads;
   std::vector<float> pv_threshold;  ///< Stage 2; sparse_attention() passes it to the executor
+  bool qk_int8 = false;             ///< Stage 2; sparse_attention() passes it to the executor
 
   float theta_of(std::int64_t h) const { return theta.size() == 1 ? theta[0] : theta[static_cast<std::size_t>(h)]; }
   float tau_of(std::int64_t h) const { return tau.size() == 1 ? tau[0] : tau[static_cast<std::size_t>(h)]; }
@@ -210,6 +211,8 @@ inline constexpr Option kOptions[] = {
     {.name = "pv_threshold", .field = SPATTN_FIELD(Config, pv_threshold), .symbol = "λ",
      .doc = "Stage 2 PV-skip: skip a key tile whose max is this far (base 2) below the running max; per head",
      .lo = 0.0, .hi = INFINITY, .note = " (inf = off)", .heads = Heads::none_one_or_each, .by_name = false},
+    {.name = "qk_int8", .field = SPATTN_FIELD(Config, qk_int8), .symbol = "",
+     .doc = "Stage 2 computes QKᵀ in int8 on smoothed K (the authors' SageAttention kernels; off: exact)"},
 };
 // clang-format on
 
