@@ -210,6 +210,12 @@ constexpr std::array<std::array<unsigned char, 3>, 5> kColors = {
 
 }  // namespace
 
+std::string knobs_text() {
+  std::string s;
+  for (const std::string& m : split_methods("all")) s += (s.empty() ? "" : ", ") + m + " " + main_knob(m).name;
+  return s;
+}
+
 Knob main_knob(const std::string& method) {
   const Option* knob = spattn::main_knob(option_table(method));
   require(knob != nullptr, "--method: frontier has no knob for '", method, "'");

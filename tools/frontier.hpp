@@ -30,6 +30,8 @@ struct Knob {
   std::vector<double> defaults;
 };
 Knob main_knob(const std::string& method);
+/// Every frontier method with its knob, for help: "sparge topk, sale tau, …".
+std::string knobs_text();
 
 /// Draws the plot of a JSON file written by run_frontier (spattn frontier --replot F.json --plot F.png).
 int replot_frontier(const std::string& json_path, const std::string& png_path);

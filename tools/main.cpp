@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   bool no_progress = false;
   fr->add_option("--method", frontier.methods, "all (default) or a comma-separated list: sparge,sale,anchor,fgattn,bfla");
   fr->add_option("--settings", frontier.settings,
-                 "values of the method's main knob (sparge topk, sale tau, anchor theta, fgattn top_p, bfla keep_ratio)")
+                 "values of the method's main knob (" + cli::knobs_text() + ")")
       ->delimiter(',');
   fr->add_option("--targets", frontier.targets, "rel L1 levels of the summary (default 1e-2,5e-2)")->delimiter(',');
   fr->add_option("--oracle", frontier.oracle,
