@@ -160,14 +160,14 @@ class OracleCurve {
   int evaluations_ = 0;
 };
 
-void apply_knob(MethodOptions& o, const std::string& method, double value) {
-  const auto f = static_cast<float>(value);
-  if (method == "sparge") o.topk = f;
-  else if (method == "sale") o.tau = f;
-  else if (method == "anchor") o.theta = f;
-  else if (method == "fgattn") o.top_p = f;
-  else if (method == "bfla") o.keep_ratio = f;
-  else fail("internal: no knob for ", method);
+/// The base options with the method's knob at `value` (a base value for the knob, under any of its names, gives way).
+std::vector<NamedValue> with_knob(std::vector<NamedValue> options, const std::string& method, double value) {
+  const OptionTable& table = option_table(method);
+  const Option* knob = spattn::main_knob(table);
+  require(knob != nullptr, "internal: no knob for ", method);
+  std::erase_if(options, [&](const NamedValue& v) { return find_option(table, v.name) == knob; });
+  options.push_back({std::string(knob->name), static_cast<double>(static_cast<float>(value))});
+  return options;
 }
 
 std::vector<std::string> split_methods(const std::string& list) {
@@ -210,15 +210,16 @@ constexpr std::array<std::array<unsigned char, 3>, 5> kColors = {
 
 }  // namespace
 
+std::string knobs_text() {
+  std::string s;
+  for (const std::string& m : split_methods("all")) s += (s.empty() ? "" : ", ") + m + " " + main_knob(m).name;
+  return s;
+}
+
 Knob main_knob(const std::string& method) {
-  if (method == "sparge") return {"topk", {0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95}};
-  if (method == "sale") return {"tau", {0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.004, 0.001}};
-  if (method == "anchor") return {"theta", {4, 6, 7, 8, 9, 10, 12}};
-  if (method == "fgattn") return {"top_p", {0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999}};
-  // BFLA's γ is inert on these inputs (its block softmax runs on sums of 64 logits: one block takes all the mass,
-  // research/bfla.md §2.2, Table 5); the authors' code's top-k floor is the knob that moves its density.
-  if (method == "bfla") return {"keep_ratio", {0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9}};
-  fail("--method: frontier has no knob for '", method, "'");
+  const Option* knob = spattn::main_knob(option_table(method));
+  require(knob != nullptr, "--method: frontier has no knob for '", method, "'");
+  return {std::string(knob->name), {knob->sweep.begin(), knob->sweep.end()}};
 }
 
 Plot frontier_plot(const nlohmann::json& j) {
@@ -270,6 +271,8 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
   for (double e : opt.targets) require_in("--targets", e, Interval<double>{0.0, INFINITY, true, true});
   require_in("--tolerance", opt.tolerance, Interval<double>{0.0, 1.0, true, false});
   const Problem& p = w.problem;
+  std::map<std::string, std::vector<NamedValue>> base;  // before any work: a flag a method refuses fails here
+  for (const auto& m : methods) base[m] = opt.base ? opt.base(m) : std::vector<NamedValue>{};
 
   // Progress: one unit per method setting and per oracle sweep budget; searches show their evaluations.
   std::size_t total = 0, done = 0;
@@ -302,8 +305,7 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
     for (double s : opt.settings.empty() ? knob.defaults : opt.settings) {
       RunOptions ro;
       ro.method = m;
-      ro.method_options = opt.base;
-      apply_knob(ro.method_options, m, s);
+      ro.method_options = with_knob(base.at(m), m, s);
       std::ostringstream label;
       label << m << " " << knob.name << " " << s;
       what = label.str();

@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "frontier.hpp"
-#include "methods.hpp"
+#include "method_flags.hpp"
 #include "output_paths.hpp"
 #include "run.hpp"
 #include "spattn/error.hpp"
@@ -64,7 +64,6 @@ int main(int argc, char** argv) {
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
   bool json = false, non_causal = false;
-  std::string tile;
   run->add_option("--method", options.method, "dense | fgattn | anchor | bfla | sparge | sale");
   run->add_option("--backend", options.backend, "auto | reference | cuda (inputs copied to the GPU once; CUDA builds)");
   // Inputs (a workload or .npy files) and method options, shared by run and frontier (one subcommand is parsed).
@@ -85,35 +84,9 @@ int main(int argc, char** argv) {
     sub->add_flag("--bf16", files.bf16, "read uint16 .npy inputs as bfloat16 bit patterns");
     sub->add_flag("--non-causal", non_causal, "file inputs: non-causal attention (default causal)");
   };
-  auto add_method_options = [&](CLI::App* sub, cli::MethodOptions& mo) {
-    sub->add_option("--tile", tile, "mask tiles MxN, e.g. 32x32 (default: the method's)");
-    sub->add_option("--tile-q", mo.tile_q, "mask query tile (16..2048)");
-    sub->add_option("--tile-k", mo.tile_k, "mask key tile (1..128)");
-    sub->add_option("--top-p", mo.top_p, "fgattn: kept probability mass p (default 0.9)");
-    sub->add_option("--merge", mo.merge, "fgattn: none | consecutive | xor (default xor)");
-    sub->add_option("--semantics", mo.semantics, "fgattn: exact | union (default exact)");
-    sub->add_option("--theta", mo.theta, "anchor: θ in natural-log units (default 12; inf = dense)");
-    sub->add_option("--step", mo.step, "anchor: 128-row blocks per group (default 16)");
-    sub->add_option("--block", mo.block, "bfla: coarse block b (default 256)");
-    sub->add_option("--group", mo.group, "bfla: flattening group g (default 64)");
-    sub->add_option("--gamma", mo.gamma, "bfla: keep-mass γ (default 0.99; 1 = dense)");
-    sub->add_option("--eta", mo.eta, "bfla: stride rescue period (default 0 = off)");
-    sub->add_option("--rho", mo.rho, "bfla: random rescue fraction (default 0 = off)");
-    sub->add_option("--rescue-seed", mo.rescue_seed, "bfla: rescue seed s (default 0)");
-    sub->add_option("--rescue-grid", mo.rescue_grid, "bfla: coarse | tile (default coarse)");
-    sub->add_option("--keep-ratio", mo.keep_ratio, "bfla: the code's top-k floor, ⌊ratio·causal blocks⌋ kept (default 0 = off)");
-    sub->add_option("--sim-threshold", mo.sim_threshold, "sparge: θ, block self-similarity (default −0.1)");
-    sub->add_option("--cdf-threshold", mo.cdf_threshold, "sparge: τ, TopCdf mass (0.98; giving it selects TopCdf unless --topk is given)");
-    sub->add_option("--topk", mo.topk, "sparge: ρ > 0 keeps ⌊ρ·causal blocks⌋ per row (default 0.5); 0 = TopCdf with τ");
-    sub->add_flag("--sink", mo.sink, "sparge: always keep key block 0");
-    sub->add_option("--bits", mo.bits, "sale: 4 or 8 (default 4)");
-    sub->add_option("--tau", mo.tau, "sale: relative-score threshold (default 0.004; 0 = dense)");
-    sub->add_option("--local-window", mo.local_window, "sale: local keys (default 128)");
-    sub->add_option("--params", mo.params, "sparge/sale: per-head parameters from spattn calibrate")
-        ->check(CLI::ExistingFile);
-  };
   add_inputs(run);
-  add_method_options(run, options.method_options);
+  cli::MethodFlags run_flags, frontier_flags;
+  cli::add_method_flags(run, run_flags);
   run->add_option("--pv-threshold", options.pv_threshold,
                   "PV-skip in the attend pass: skip a key tile whose max is this far (base 2) below the running max");
   run->add_option("--pv-vote-rows", options.pv_vote_rows, "PV-skip vote group: 16 (warp) or 0 (whole row block)");
@@ -130,7 +103,7 @@ int main(int argc, char** argv) {
   bool no_progress = false;
   fr->add_option("--method", frontier.methods, "all (default) or a comma-separated list: sparge,sale,anchor,fgattn,bfla");
   fr->add_option("--settings", frontier.settings,
-                 "values of the method's main knob (sparge topk, sale tau, anchor theta, fgattn top_p, bfla keep_ratio)")
+                 "values of the method's main knob (" + cli::knobs_text() + ")")
       ->delimiter(',');
   fr->add_option("--targets", frontier.targets, "rel L1 levels of the summary (default 1e-2,5e-2)")->delimiter(',');
   fr->add_option("--oracle", frontier.oracle,
@@ -147,7 +120,7 @@ int main(int argc, char** argv) {
   fr->add_option("--replot", replot, "draw --plot from a JSON file written by --json (runs nothing)")
       ->check(CLI::ExistingFile);
   add_inputs(fr);
-  add_method_options(fr, frontier.base);
+  cli::add_method_flags(fr, frontier_flags);
 
   auto* cal = app.add_subcommand("calibrate", "search per-head hyper-parameters on sample inputs (sparge)");
   std::string cal_method = "sparge", cal_out = "sparge_params.json", cal_workload = "llm";
@@ -252,21 +225,9 @@ int main(int argc, char** argv) {
     }
 
     const bool is_frontier = app.got_subcommand("frontier");
-    cli::MethodOptions& method_options = is_frontier ? frontier.base : options.method_options;
-    if (!is_frontier) default_config(options.method);  // fail fast on an unknown method, before generating inputs
-    if (!tile.empty()) {
-      const auto x = tile.find('x');
-      std::size_t used_q = 0, used_k = 0;
-      try {
-        require(x != std::string::npos, "");
-        method_options.tile_q = std::stoi(tile.substr(0, x), &used_q);
-        method_options.tile_k = std::stoi(tile.substr(x + 1), &used_k);
-      } catch (const std::exception&) {
-        used_q = 0;
-      }
-      require(used_q == x && used_k == tile.size() - x - 1 && used_q > 0, "--tile: expected MxN such as 32x32, got '",
-              tile, "'");
-    }
+    // An unknown method, a malformed --tile or a refused flag fail here, before the inputs are generated.
+    if (is_frontier) frontier.base = [&](const std::string& m) { return cli::given_options(frontier_flags, m); };
+    else options.method_options = cli::given_options(run_flags, options.method);
     if (is_frontier && !replot.empty()) {
       require(!frontier.plot.empty(), "--replot: give --plot");
       cli::require_writable(frontier.plot, "--plot");

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mask_png.hpp"
-#include "methods.hpp"
+#include "spattn/params_file.hpp"
 #include "spattn/mask_file.hpp"
 #include "spattn/metrics.hpp"
 #include "spattn/error.hpp"
@@ -61,7 +61,7 @@ ErrorStats mask_error(const Workload& w, const TileMask& mask, const std::vector
 RunResult run_method(const RunOptions& options, const Workload& w, const std::string& workload_name,
                      const std::vector<float>* dense_given, TileMask* mask_out) {
   const Problem& p = w.problem;
-  const MethodConfig config = method_config(options.method, options.method_options, p.heads_q);
+  const MethodConfig config = configure_method(options.method, options.method_options, p.heads_q, UnknownOptions::skip);
   RunResult r;
   r.method = std::string(method_name(config));
   r.workload = workload_name;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "inputs.hpp"
-#include "methods.hpp"
+#include "spattn/method_config.hpp"
 #include "spattn/mask.hpp"
 #include "spattn/workload.hpp"
 
@@ -15,7 +15,7 @@ namespace spattn::cli {
 struct RunOptions {
   std::string method = "dense";
   std::string backend = "reference";
-  MethodOptions method_options;
+  std::vector<NamedValue> method_options;  ///< by name (the methods' option tables)
   float pv_threshold = INFINITY;  ///< SpargeAttn PV-skip in the attend pass (+inf = off)
   int pv_vote_rows = 0;
   bool qk_int8 = false;  ///< SpargeAttn's quantized compute mode in the attend pass

@@ -24,10 +24,7 @@ Merge parse_merge(std::string_view name) {
 }
 
 void Config::validate() const {
-  require(tile_q >= 16 && tile_q <= 128 && tile_q % 16 == 0, "fgattn tile_q (M): must be a multiple of 16 in [16, 128], got ",
-          tile_q);
-  require_in("fgattn tile_k (N)", tile_k, Interval<std::int32_t>{1, 128});
-  require_in("fgattn top_p", top_p, Interval<float>{0.0f, 1.0f, true, false}, " (1 keeps every tile)");
+  validate_options(kOptionTable, this, -1);
   require(work_rows >= tile_q && work_rows % tile_q == 0 && work_rows / tile_q <= 32,
           "fgattn work_rows: must be a multiple of tile_q with at most 32 tiles, got ", work_rows);
 }

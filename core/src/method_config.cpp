@@ -8,32 +8,36 @@
 
 namespace spattn {
 
-void DenseConfig::validate() const {
-  require_in("dense tile_q", tile_q, Interval<std::int32_t>{MaskShape::kMinTileQ, MaskShape::kMaxTileQ});
-  require_in("dense tile_k", tile_k, Interval<std::int32_t>{MaskShape::kMinTileK, MaskShape::kMaxTileK});
+void DenseConfig::validate() const { validate_options(kDenseOptionTable, this, -1); }
+
+std::string_view method_name(const MethodConfig& config) { return option_table(config).method; }
+
+namespace {
+
+const void* data_of(const MethodConfig& config) {
+  return std::visit([](const auto& c) -> const void* { return &c; }, config);
+}
+void* data_of(MethodConfig& config) {
+  return std::visit([](auto& c) -> void* { return &c; }, config);
 }
 
-std::string_view method_name(const MethodConfig& config) {
-  return std::visit(Overload{[](const DenseConfig&) { return std::string_view("dense"); },
-                             [](const sparge::Config&) { return std::string_view("sparge"); },
-                             [](const sale::Config&) { return std::string_view("sale"); },
-                             [](const anchor_attn::Config&) { return std::string_view("anchor"); },
-                             [](const fg_attn::Config&) { return std::string_view("fgattn"); },
-                             [](const bfla::Config&) { return std::string_view("bfla"); }},
-                    config);
-}
+}  // namespace
 
 const std::vector<MethodInfo>& method_registry() {
-  static const std::vector<MethodInfo> list = {
-      {"dense", "every tile kept: exact dense attention (the baseline)", DenseConfig{}},
-      {"fgattn", "FG-Attn: mean-pooled M×N tile scores, top-p (32×32, p = 0.9, exact merging)", fg_attn::Config{}},
-      {"anchor", "AnchorAttention: anchors over sink + local, difference-aware stripes (θ = 12, step = 16)",
-       anchor_attn::Config{}},
-      {"bfla", "BFLA: flattened-group block scores, keep-mass γ = 0.99, sink + local band, rescues", bfla::Config{}},
-      {"sparge", "SpargeAttn: pooled scores + self-similarity, top-k ρ = 0.5 (θ = −0.1); TopCdf τ with --topk 0",
-       sparge::Config{}},
-      {"sale", "SALE: int4 estimates, relative score vs exact sink-local statistics (τ = 0.004)", sale::Config{}},
-  };
+  // The order the program lists them; each summary ends with the defaults, read from the method's option table.
+  static const std::vector<MethodConfig> defaults = {DenseConfig{},      fg_attn::Config{}, anchor_attn::Config{},
+                                                     bfla::Config{},     sparge::Config{},  sale::Config{}};
+  static const std::vector<std::string> summaries = [] {
+    std::vector<std::string> s;
+    for (const MethodConfig& c : defaults) s.push_back(summary_with_defaults(option_table(c), data_of(c)));
+    return s;
+  }();
+  static const std::vector<MethodInfo> list = [] {
+    std::vector<MethodInfo> l;
+    for (std::size_t i = 0; i < defaults.size(); ++i)
+      l.push_back({option_table(defaults[i]).method, summaries[i], defaults[i]});
+    return l;
+  }();
   return list;
 }
 
@@ -61,6 +65,7 @@ AttendOptions attend_options_of(const MethodConfig& config, const AttendOptions&
   if (const auto* s = std::get_if<sparge::Config>(&config)) {
     if (s->pv_threshold.size() == 1) o.pv_threshold = s->pv_threshold[0];
     else if (!s->pv_threshold.empty()) o.pv_threshold_per_head = s->pv_threshold;
+    o.qk_int8 = o.qk_int8 || s->qk_int8;
   }
   return o;
 }
@@ -74,6 +79,43 @@ MaskShape estimated_mask_shape(const MethodConfig& config, const Problem& proble
                [&](const anchor_attn::Config& c) { return MaskShape::of(problem, c.group_rows(), 1); },
                [&](const sale::Config&) { return MaskShape::of(problem, sale::kBlockQ, sale::kBlockK); }},
       config);
+}
+
+const OptionTable& option_table(const MethodConfig& config) {
+  return std::visit([](const auto& c) -> const OptionTable& { return option_table(c); }, config);
+}
+
+const OptionTable& option_table(std::string_view name) { return option_table(default_config(name)); }
+
+std::string option_names(const OptionTable& table) {
+  std::string s;
+  for (const Option& o : table.options)
+    if (o.by_name) s += (s.empty() ? "" : ", ") + std::string(o.name);
+  return s.empty() ? "nothing" : s;
+}
+
+void set_options(MethodConfig& config, std::span<const NamedValue> values, UnknownOptions unknown) {
+  const OptionTable& table = option_table(config);
+  std::vector<const Option*> set;
+  std::vector<std::string_view> as_given, given;  // the names used, and the public names (for the method's rules)
+  for (const NamedValue& v : values) {
+    const Option* o = find_option(table, v.name);
+    if (!o) {
+      if (unknown == UnknownOptions::skip) continue;
+      const std::string_view why = refusal(table, v.name);
+      fail("method '", table.method, "': unknown option '", v.name, "' (", why, why.empty() ? "" : "; ", table.method,
+           " takes ", option_names(table), ")");
+    }
+    for (std::size_t i = 0; i < set.size(); ++i)
+      require(set[i] != o, table.method, " ", o->name, ": given twice (as '", as_given[i], "' and '", v.name, "')");
+    const double x = std::holds_alternative<double>(v.value) ? std::get<double>(v.value)
+                                                             : parse_option(*o, std::get<std::string>(v.value), v.name);
+    set_option(*o, data_of(config), x, v.name);
+    set.push_back(o);
+    as_given.push_back(v.name);
+    given.push_back(o->name);
+  }
+  if (table.settle) table.settle(data_of(config), given);
 }
 
 }  // namespace spattn

@@ -8,11 +8,7 @@ namespace spattn::sale {
 
 void Config::validate(std::int64_t heads_q) const {
   require(bits == 4 || bits == 8, "sale bits: must be 4 or 8, got ", bits);
-  require_in("sale local_window", local_window, Interval<std::int64_t>{0, std::int64_t{1} << 40});
-  require(local_window % kBlockK == 0, "sale local_window: must be a multiple of 32, got ", local_window);
-  require(tau.size() == 1 || static_cast<std::int64_t>(tau.size()) == heads_q,
-          "sale tau: give one value or one per query head (", heads_q, "), got ", tau.size());
-  for (float t : tau) require_in("sale tau", t, Interval<float>{0.0f, 1.0f}, " (0 = dense head)");
+  validate_options(kOptionTable, this, heads_q);
 }
 
 std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes) {

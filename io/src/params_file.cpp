@@ -27,16 +27,40 @@ auto parsed(const std::string& what, Parse parse) -> decltype(parse()) {
   }
 }
 
-/// A JSON integer that T holds exactly: no wrap-around, no fraction.
-template <class T>
-T integer(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& x = j.at(key);
-  require(x.is_number_integer(), key, ": expected an integer, got ", x.dump());
-  const bool fits = x.is_number_unsigned() ? x.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<T>::max())
-                                           : x.get<std::int64_t>() >= std::numeric_limits<T>::min() &&
-                                                 x.get<std::int64_t>() <= std::numeric_limits<T>::max();
-  require(fits, key, ": ", x.dump(), " does not fit in ", sizeof(T) * 8, " bits");
-  return static_cast<T>(x.get<std::int64_t>());
+/// The value of a method's option in a parameter file, under the option's public name: the checks of every other
+/// surface (check_option_value: integers held by the member's type, reals within fp32, "inf" as text), the JSON types.
+double option_value(const nlohmann::json& x, const OptionTable& table, std::string_view name) {
+  const Option& o = table_option(table, name);
+  const std::string key(o.name);
+  double v = 0.0;
+  switch (o.field.kind) {
+    case OptionKind::flag:
+      require(x.is_boolean(), key, ": expected true or false, got ", x.dump());
+      v = x.get<bool>() ? 1.0 : 0.0;
+      break;
+    case OptionKind::integer:
+      require(x.is_number_integer(), key, ": expected an integer, got ", x.dump());
+      v = x.is_number_unsigned() ? static_cast<double>(x.get<std::uint64_t>()) : static_cast<double>(x.get<std::int64_t>());
+      break;
+    case OptionKind::choice:
+      require(x.is_string(), key, ": expected a name, got ", x.dump());
+      v = parse_option(o, x.get<std::string>(), key);
+      break;
+    case OptionKind::real:
+      if (x.is_string()) {  // JSON has no infinity: "inf" (PV-skip off)
+        v = parse_option(o, x.get<std::string>(), key);
+        require(std::isinf(v), key, ": expected a number or \"inf\", got ", x.dump());
+      } else {
+        require(x.is_number(), key, ": expected a number, got ", x.dump());
+        v = x.get<double>();
+      }
+      break;
+  }
+  check_option_value(o, v, key);
+  return v;
+}
+double option_value_at(const nlohmann::json& j, const OptionTable& table, std::string_view name) {
+  return option_value(j.at(std::string(name)), table, name);
 }
 
 /// A JSON number within fp32's range (a larger one would silently become inf).
@@ -81,19 +105,19 @@ sparge::Params parse_sparge_params(std::string_view text, const std::string& wha
     const nlohmann::json j = nlohmann::json::parse(text);
     require(j.is_object() && j.value("method", "") == "sparge", "not SpargeAttn parameters (method '",
             j.is_object() ? j.value("method", "") : "", "')");
+    const OptionTable& t = sparge::kOptionTable;  // the keys that are options: their names, their checks
     sparge::Params p;
-    p.block_q = integer<std::int32_t>(j, "block_q");
-    p.block_k = integer<std::int32_t>(j, "block_k");
+    p.block_q = static_cast<std::int32_t>(option_value_at(j, t, "block_q"));
+    p.block_k = static_cast<std::int32_t>(option_value_at(j, t, "block_k"));
     p.l1 = j.contains("l1") ? real(j, "l1") : 0.0f;
     p.l2 = j.contains("l2") ? real(j, "l2") : 0.0f;
     for (const auto& h : j.at("heads")) {
       require(h.is_object(), "heads: each head is an object, got ", h.type_name());
       sparge::HeadParams hp;
-      hp.theta = real(h, "theta");
-      hp.tau = real(h, "tau");
-      const auto& pv = h.at("pv_threshold");
-      hp.pv_threshold = pv.is_string() && pv.get<std::string>() == "inf" ? INFINITY : real(h, "pv_threshold");
-      hp.dense = h.at("dense").get<bool>();
+      hp.theta = static_cast<float>(option_value_at(h, t, "theta"));
+      hp.tau = static_cast<float>(option_value_at(h, t, "tau"));
+      hp.pv_threshold = static_cast<float>(option_value_at(h, t, "pv_threshold"));  // "inf": no PV-skip
+      hp.dense = option_value_at(h, t, "dense") != 0.0;
       hp.sparsity = h.value("sparsity", 0.0);
       hp.rel_l1 = h.value("rel_l1", 0.0);
       p.heads.push_back(hp);
@@ -124,15 +148,46 @@ sale::Params parse_sale_params(std::string_view text, const std::string& what) {
   return parsed(what, [&] {
     const nlohmann::json j = nlohmann::json::parse(text);
     require(j.is_object() && j.value("method", "") == "sale", "not SALE parameters");
+    const OptionTable& t = sale::kOptionTable;  // the keys that are options: their names, their checks
     sale::Params p;
-    p.bits = integer<int>(j, "bits");
-    p.local_window = integer<std::int64_t>(j, "local_window");
-    p.theta = j.contains("theta") ? real(j, "theta") : 0.4f;
-    for (const auto& t : j.at("tau")) p.tau.push_back(real_value(t, "tau"));
+    p.bits = static_cast<int>(option_value_at(j, t, "bits"));
+    p.local_window = static_cast<std::int64_t>(option_value_at(j, t, "local_window"));
+    p.theta = j.contains("theta") ? real(j, "theta") : 0.4f;  // the calibration's error bound, not an option
+    for (const auto& tau : j.at("tau")) p.tau.push_back(static_cast<float>(option_value(tau, t, "tau")));
     require(!p.tau.empty(), "no tau values");
     p.config().validate(static_cast<std::int64_t>(p.tau.size()));
     return p;
   });
+}
+
+bool takes_params_file(std::string_view method) { return method == "sparge" || method == "sale"; }
+
+MethodConfig configure_method(std::string_view name, std::span<const NamedValue> values, std::int64_t heads_q,
+                              UnknownOptions unknown) {
+  MethodConfig config = default_config(name);
+  std::vector<NamedValue> options;
+  for (const NamedValue& v : values) {
+    if (v.name != kParamsOption) {
+      options.push_back(v);
+      continue;
+    }
+    require(takes_params_file(name), "params: only sparge and sale take parameter files");
+    require(std::holds_alternative<std::string>(v.value), "params: expected a path");
+    const std::string& path = std::get<std::string>(v.value);
+    if (name == "sparge") {
+      const sparge::Params params = load_sparge_params(path);
+      require(static_cast<std::int64_t>(params.heads.size()) == heads_q, "params: '", path, "' has ",
+              params.heads.size(), " heads, the input has ", heads_q);
+      config = params.config();
+    } else {
+      const sale::Params params = load_sale_params(path);
+      require(static_cast<std::int64_t>(params.tau.size()) == heads_q, "params: '", path, "' has ", params.tau.size(),
+              " heads, the input has ", heads_q);
+      config = params.config();
+    }
+  }
+  set_options(config, options, unknown);
+  return config;
 }
 
 }  // namespace spattn

@@ -1,110 +1,70 @@
 #include "method_kwargs.hpp"
 
-#include <algorithm>
-#include <functional>
-#include <map>
-#include <optional>
+#include <string>
+#include <vector>
 
-#include "../../tools/methods.hpp"
 #include "spattn/error.hpp"
+#include "spattn/params_file.hpp"
 
 namespace py = pybind11;
 
 namespace spattn::python {
 namespace {
 
-template <class T>
-T cast_value(py::handle value, const std::string& key, const char* expected) {
-  try {
-    return value.cast<T>();
-  } catch (const py::cast_error&) {
-    fail(key, ": expected ", expected, ", got ", std::string(py::str(py::repr(value))));
+std::string shown(py::handle value) { return std::string(py::str(py::repr(value))); }
+
+/// A keyword's value as the option's kind wants it: numbers (not bools), True/False, or a choice's name.
+NamedValue named_value(const Option& option, const std::string& key, py::handle value) {
+  switch (option.field.kind) {
+    case OptionKind::flag:
+      require(py::isinstance<py::bool_>(value), key, ": expected True or False, got ", shown(value));
+      return {key, value.cast<bool>() ? 1.0 : 0.0};
+    case OptionKind::choice:
+      require(py::isinstance<py::str>(value), key, ": expected a string, got ", shown(value));
+      return {key, value.cast<std::string>()};
+    case OptionKind::integer: {
+      // bool is an int in Python; a flag given to a numeric option is a mistake.
+      require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
+      // Any integer (int, numpy's) through __index__, as text: exact, and set_option refuses one its member cannot hold.
+      const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+      if (!index) PyErr_Clear();
+      require(static_cast<bool>(index), key, ": expected an integer, got ", shown(value));
+      return {key, std::string(py::str(index))};
+    }
+    case OptionKind::real:
+      require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
+      try {
+        return {key, value.cast<double>()};
+      } catch (const py::cast_error&) {
+        fail(key, ": expected a number, got ", shown(value));
+      }
   }
-}
-
-template <class T>
-std::function<void(cli::MethodOptions&, py::handle, const std::string&)> number(
-    std::optional<T> cli::MethodOptions::*field) {
-  return [field](cli::MethodOptions& o, py::handle value, const std::string& key) {
-    // bool is an int in Python; a flag given to a numeric option is a mistake.
-    require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
-    o.*field = cast_value<T>(value, key, "a number");
-  };
-}
-
-std::function<void(cli::MethodOptions&, py::handle, const std::string&)> text(
-    std::string cli::MethodOptions::*field) {
-  return [field](cli::MethodOptions& o, py::handle value, const std::string& key) {
-    require(py::isinstance<py::str>(value), key, ": expected a string, got ",
-            std::string(py::str(py::repr(value))));
-    o.*field = value.cast<std::string>();
-  };
-}
-
-const std::map<std::string,
-               std::function<void(cli::MethodOptions&, py::handle, const std::string&)>>&
-setters() {
-  using O = cli::MethodOptions;
-  static const std::map<std::string, std::function<void(O&, py::handle, const std::string&)>> table{
-      {"tile_q", number(&O::tile_q)},
-      {"tile_k", number(&O::tile_k)},
-      {"top_p", number(&O::top_p)},
-      {"merge", text(&O::merge)},
-      {"semantics", text(&O::semantics)},
-      {"theta", number(&O::theta)},
-      {"step", number(&O::step)},
-      {"block", number(&O::block)},
-      {"group", number(&O::group)},
-      {"gamma", number(&O::gamma)},
-      {"eta", number(&O::eta)},
-      {"rho", number(&O::rho)},
-      {"rescue_seed", number(&O::rescue_seed)},
-      {"rescue_grid", text(&O::rescue_grid)},
-      {"keep_ratio", number(&O::keep_ratio)},
-      {"sim_threshold", number(&O::sim_threshold)},
-      {"cdf_threshold", number(&O::cdf_threshold)},
-      {"topk", number(&O::topk)},
-      {"sink",
-       [](O& o, py::handle value, const std::string& key) {
-         require(py::isinstance<py::bool_>(value), key, ": expected True or False, got ",
-                 std::string(py::str(py::repr(value))));
-         o.sink = value.cast<bool>();
-       }},
-      // A path: str or os.PathLike.
-      {"params",
-       [](O& o, py::handle value, const std::string&) {
-         o.params = py::str(py::module_::import("os").attr("fspath")(value)).cast<std::string>();
-       }},
-      {"bits", number(&O::bits)},
-      {"tau", number(&O::tau)},
-      {"local_window", number(&O::local_window)},
-  };
-  return table;
-}
-
-std::string joined(const std::vector<std::string_view>& names) {
-  std::string s;
-  for (auto n : names) s += (s.empty() ? "" : ", ") + std::string(n);
-  return s.empty() ? "nothing" : s;
+  fail(key, ": unknown option kind");
 }
 
 }  // namespace
 
-MethodConfig method_config_from_kwargs(const std::string& method, const py::dict& config,
-                                       std::int64_t heads_q) {
-  const std::vector<std::string_view>& takes = cli::method_option_names(method);
-  cli::MethodOptions options;
+MethodConfig method_config_from_kwargs(const std::string& method, const py::dict& config, std::int64_t heads_q) {
+  const OptionTable& table = option_table(method);  // an unknown method: the registry's error, listing the known names
+  std::vector<NamedValue> values;
   for (auto [key, value] : config) {
     const auto name = py::str(key).cast<std::string>();
-    require(std::find(takes.begin(), takes.end(), name) != takes.end(), "method '", method,
-            "': unknown option '", name, "' (", method, " takes ", joined(takes), ")");
-    try {
-      setters().at(name)(options, value, name);
-    } catch (const py::error_already_set& e) {
-      fail(name, ": ", e.what());
+    if (name == kParamsOption && takes_params_file(method)) {
+      // A path: str or os.PathLike.
+      try {
+        values.push_back({name, py::str(py::module_::import("os").attr("fspath")(value)).cast<std::string>()});
+      } catch (const py::error_already_set& e) {
+        fail(name, ": ", e.what());
+      }
+      continue;
     }
+    const Option* option = find_option(table, name);
+    const std::string_view why = refusal(table, name);
+    require(option != nullptr, "method '", method, "': unknown option '", name, "' (", why, why.empty() ? "" : "; ",
+            method, " takes ", option_names(table), takes_params_file(method) ? ", params" : "", ")");
+    values.push_back(named_value(*option, name, value));
   }
-  return cli::method_config(method, options, heads_q);
+  return configure_method(method, values, heads_q, UnknownOptions::error);
 }
 
 }  // namespace spattn::python

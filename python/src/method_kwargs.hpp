@@ -1,6 +1,6 @@
-// Python keyword arguments -> MethodConfig, through the program's own mapping (tools/methods.cpp:
-// the registry's default, a params file, then the options), so Python and the command line
-// configure a method one way.
+// Python keyword arguments -> MethodConfig through the method's option table (spattn/options.hpp) and the library's
+// configure_method (spattn/params_file.hpp: the registry's default, a params file, then the options), the mapping the
+// command line uses too: one name per option (the table's aliases also accepted), checked one way.
 #pragma once
 
 #include <pybind11/pybind11.h>

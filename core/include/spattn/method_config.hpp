@@ -2,8 +2,11 @@
 // method with its summary and default configuration (the operating point its authors recommend to users).
 // estimate(), sparse_attention() and calibrate() (spattn.hpp) take a MethodConfig; spattn calibrate writes
 // per-head configurations as JSON files (spattn/params_file.hpp in io/) that load back into one.
+// Each method's options (names, ranges, docs) are its option table (spattn/options.hpp); the forms below apply them
+// to a MethodConfig by name, for the program, the Python package and parameter files.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -16,6 +19,7 @@
 #include "spattn/methods/fg_attn.hpp"
 #include "spattn/methods/sale.hpp"
 #include "spattn/methods/sparge.hpp"
+#include "spattn/options.hpp"
 #include "spattn/problem.hpp"
 
 namespace spattn {
@@ -25,6 +29,16 @@ struct DenseConfig {
   std::int32_t tile_q = 128, tile_k = 128;
   void validate() const;  ///< throws spattn::Error naming the bad field
 };
+
+inline constexpr Option kDenseOptions[] = {
+    {.name = "tile_q", .field = SPATTN_FIELD(DenseConfig, tile_q), .symbol = "", .doc = "query rows per tile",
+     .lo = MaskShape::kMinTileQ, .hi = MaskShape::kMaxTileQ},
+    {.name = "tile_k", .field = SPATTN_FIELD(DenseConfig, tile_k), .symbol = "", .doc = "keys per tile",
+     .lo = MaskShape::kMinTileK, .hi = MaskShape::kMaxTileK},
+};
+inline constexpr OptionTable kDenseOptionTable{
+    .method = "dense", .summary = "every tile kept: exact dense attention (the baseline)", .options = kDenseOptions};
+constexpr const OptionTable& option_table(const DenseConfig&) { return kDenseOptionTable; }
 
 using MethodConfig =
     std::variant<DenseConfig, sparge::Config, sale::Config, anchor_attn::Config, fg_attn::Config, bfla::Config>;
@@ -61,5 +75,29 @@ MaskShape estimated_mask_shape(const MethodConfig& config, const Problem& proble
 
 /// The executor options a method brings to Stage 2 (SpargeAttn's PV-skip thresholds), on top of `base`.
 AttendOptions attend_options_of(const MethodConfig& config, const AttendOptions& base = {});
+
+// ---- a method's options by name (its option table) ----
+
+/// The option table of the configuration's method.
+const OptionTable& option_table(const MethodConfig& config);
+/// The option table of the method called `name`; throws spattn::Error listing the known methods.
+const OptionTable& option_table(std::string_view name);
+/// The public names of the options a method takes by name, in table order: "tile_q, tile_k, top_p, …".
+std::string option_names(const OptionTable& table);
+
+/// One option given by name (its public name or an alias): a number (flags 0/1, choices their index) or text (as
+/// typed on a command line: numbers, true/false, a choice's name).
+struct NamedValue {
+  std::string name;
+  std::variant<double, std::string> value;
+};
+enum class UnknownOptions : std::uint8_t {
+  error,  ///< an option the method does not take is an Error naming the options it takes (Python)
+  skip,   ///< ignored (the program's flags are shared by every method)
+};
+/// Sets the named options on `config` in order, then applies the method's rules between them (SpargeAttn: τ given
+/// without ρ selects TopCdf). Throws spattn::Error on a bad value, an option given twice (by two names), or, with
+/// UnknownOptions::error, an option the method does not take. Ranges are checked by validate().
+void set_options(MethodConfig& config, std::span<const NamedValue> values, UnknownOptions unknown);
 
 }  // namespace spattn

@@ -3,9 +3,12 @@
 // field and the resulting Config, and throws spattn::Error naming the file (and the field).
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include "spattn/method_config.hpp"
 #include "spattn/methods/sale.hpp"
 #include "spattn/methods/sparge.hpp"
 
@@ -20,5 +23,17 @@ sale::Params load_sale_params(const std::string& path);
 /// The loaders on JSON text in memory; `what` names it in messages ("params '<what>': …").
 sparge::Params parse_sparge_params(std::string_view json, const std::string& what);
 sale::Params parse_sale_params(std::string_view json, const std::string& what);
+
+/// The option that names a parameter file (text: a path), beside each method's table options.
+inline constexpr std::string_view kParamsOption = "params";
+inline constexpr std::string_view kParamsDoc = "per-head parameters from spattn calibrate (JSON)";
+/// Whether method `name` reads parameter files (sparge, sale).
+bool takes_params_file(std::string_view method);
+
+/// The configuration of method `name` from options given by name: the registry's default, then a "params" file (for
+/// heads_q query heads) in place of it, then the other options on top (set_options, spattn/method_config.hpp).
+/// Throws spattn::Error on an unknown method, a bad option (see set_options) or a file of another method or head count.
+MethodConfig configure_method(std::string_view name, std::span<const NamedValue> values, std::int64_t heads_q,
+                              UnknownOptions unknown);
 
 }  // namespace spattn

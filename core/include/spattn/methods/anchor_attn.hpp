@@ -34,13 +34,13 @@
 
 namespace spattn::anchor_attn {
 
-/// Ranges (validate() checks them) in brackets.
+/// Ranges and docs: kOptions below (validate() checks them, and S = block·step in [16, 2048]).
 struct Config {
-  std::int32_t block = 128;  ///< b_q: rows per pooled query block (paper and code: 128) [1, 2048]
-  std::int32_t step = 16;    ///< pooled blocks per group: S = block·step = 2048 rows share a key list [1, 2048]; S in [16, 2048]
-  float theta = 12.0f;       ///< θ in natural-log units (paper default 12) [0, inf], or −inf (the anchor region only)
-  std::int64_t n_sink = 128;      ///< initial keys always kept (paper: block 0) [0, 2^40]
-  std::int64_t local_lead = 128;  ///< the local window starts this many keys before the group (paper: one block) [0, 2^40]
+  std::int32_t block = 128;       ///< paper and code: 128
+  std::int32_t step = 16;         ///< S = block·step = 2048 rows share a key list
+  float theta = 12.0f;            ///< paper default 12
+  std::int64_t n_sink = 128;      ///< paper: block 0
+  std::int64_t local_lead = 128;  ///< paper: one block
 
   std::int32_t group_rows() const { return block * step; }
   /// Throws spattn::Error naming the bad field.
@@ -135,3 +135,42 @@ SPATTN_INLINE bool stripe_selected(float score, float theta2, float anchor_mean)
 SPATTN_INLINE float stripe_margin(float score, float theta2, float anchor_mean) { return (score + theta2) - anchor_mean; }
 
 }  // namespace spattn::anchor_attn
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include <cmath>
+
+#include "spattn/checked.hpp"
+#include "spattn/options.hpp"
+
+namespace spattn::anchor_attn {
+
+inline constexpr double kThetaSweep[] = {4, 6, 7, 8, 9, 10, 12};
+inline constexpr Refusal kRefusals[] = {
+    {.names = "tile_q|tile_k", .reason = "anchor sets its own tiles (groups of 128·step rows, single-key stripes)"}};
+
+// clang-format off
+inline constexpr Option kOptions[] = {
+    {.name = "block", .field = SPATTN_FIELD(Config, block), .symbol = "b_q", .doc = "rows per pooled query block",
+     .lo = 1, .hi = 2048},
+    {.name = "step", .field = SPATTN_FIELD(Config, step), .symbol = "",
+     .doc = "pooled blocks per group: S = block·step rows share one key list", .lo = 1, .hi = 2048},
+    {.name = "theta", .field = SPATTN_FIELD(Config, theta), .symbol = "θ",
+     .doc = "stripe threshold in natural-log units: key kept when pooled score + θ ≥ anchor (inf = dense)", .lo = 0.0,
+     .hi = INFINITY, .note = " (inf = dense; or -inf: the anchor region only)", .also = -INFINITY, .sweep = kThetaSweep},
+    {.name = "n_sink", .field = SPATTN_FIELD(Config, n_sink), .symbol = "", .doc = "initial keys always kept",
+     .lo = 0, .hi = static_cast<double>(kMaxAllocationBytes)},
+    {.name = "local_lead", .field = SPATTN_FIELD(Config, local_lead), .symbol = "",
+     .doc = "the local window starts this many keys before the group", .lo = 0,
+     .hi = static_cast<double>(kMaxAllocationBytes)},
+};
+// clang-format on
+
+inline constexpr OptionTable kOptionTable{
+    .method = "anchor",
+    .summary = "AnchorAttention: anchors over sink + local, difference-aware stripes",
+    .options = kOptions,
+    .refusals = kRefusals};
+constexpr const OptionTable& option_table(const Config&) { return kOptionTable; }
+
+}  // namespace spattn::anchor_attn
+#endif

@@ -36,20 +36,20 @@ namespace spattn::bfla {
 
 enum class RescueGrid : std::uint8_t { coarse, tile };
 
-/// Ranges (validate() checks them) in brackets.
+/// Ranges and docs: kOptions below (validate() checks them, and that g and T divide b).
 struct Config {
-  std::int32_t block = 256;  ///< b [16, 4096]
-  std::int32_t group = 64;   ///< g (divides b)
-  float gamma = 0.99f;       ///< keep-mass γ [0, 1]
-  std::int32_t n_local = 8;  ///< local band in executor tiles (T keys each) [0, 2^20]
-  std::int32_t tile = 32;    ///< T: executor key tile (divides b) [1, 128]
-  std::int64_t eta = 0;      ///< stride rescue period [0, 2^31] (0 = off)
-  float rho = 0.0f;          ///< random rescue fraction [0, 1] (0 = off, 1 = all dropped blocks)
-  std::int64_t seed = 0;     ///< s, shared by both rescues [0, 2^31]
+  std::int32_t block = 256;
+  std::int32_t group = 64;
+  float gamma = 0.99f;
+  std::int32_t n_local = 8;
+  std::int32_t tile = 32;
+  std::int64_t eta = 0;
+  float rho = 0.0f;
+  std::int64_t seed = 0;
   RescueGrid rescue_grid = RescueGrid::coarse;
-  float prob_threshold = 2.0f;    ///< code's threshold rule: keep blocks with probability > this [0, inf] (> 1 = off)
-  float keep_ratio = 0.0f;        ///< code's top-k rule: k = max(min_keep, ⌊Lkv·ratio⌋) [0, 1] (0 and 0 = off)
-  std::int32_t min_keep_blocks = 0;  ///< [0, 2^30]
+  float prob_threshold = 2.0f;
+  float keep_ratio = 0.0f;
+  std::int32_t min_keep_blocks = 0;
 
   SPATTN_HD std::int32_t tile_q() const { return block < 128 ? block : 128; }
   /// Throws spattn::Error naming the bad field.
@@ -142,3 +142,57 @@ SPATTN_INLINE bool random_rescued(std::int64_t i, std::int64_t j, std::int64_t h
 }
 
 }  // namespace spattn::bfla
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include <cmath>
+
+#include "spattn/options.hpp"
+
+namespace spattn::bfla {
+
+// BFLA's γ is inert on spattn's workloads (its block softmax runs on sums of 64 logits: one block takes all the mass,
+// research/bfla.md §2.2, Table 5); the authors' code's top-k floor is the knob that moves its density.
+inline constexpr double kKeepRatioSweep[] = {0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9};
+inline constexpr Refusal kRefusals[] = {{.names = "tile_q", .reason = "bfla sets its query tile (min(128, block))"}};
+
+// clang-format off
+inline constexpr Option kOptions[] = {
+    {.name = "block", .field = SPATTN_FIELD(Config, block), .symbol = "b", .doc = "coarse block (query and key)",
+     .lo = 16, .hi = 4096},
+    {.name = "group", .field = SPATTN_FIELD(Config, group), .symbol = "g", .doc = "flattening group (divides b)",
+     .lo = 1, .hi = 4096},
+    {.name = "gamma", .field = SPATTN_FIELD(Config, gamma), .symbol = "γ",
+     .doc = "keep-mass: the smallest prefix of blocks with mass ≥ γ", .lo = 0.0, .hi = 1.0,
+     .note = " (1 = dense, 0 = no mass rule)"},
+    {.name = "n_local", .field = SPATTN_FIELD(Config, n_local), .symbol = "", .doc = "local band in executor tiles (T keys each)",
+     .lo = 0, .hi = 1 << 20},
+    {.name = "tile_k", .field = SPATTN_FIELD(Config, tile), .symbol = "T", .doc = "executor key tile (divides b)",
+     .lo = 1, .hi = 128},
+    {.name = "eta", .field = SPATTN_FIELD(Config, eta), .symbol = "η", .doc = "stride rescue period",
+     .lo = 0, .hi = static_cast<double>(std::int64_t{1} << 31), .note = " (0 = off)"},
+    {.name = "rho", .field = SPATTN_FIELD(Config, rho), .symbol = "ρ",
+     .doc = "random rescue fraction of the dropped blocks", .lo = 0.0, .hi = 1.0, .note = " (0 = off)"},
+    {.name = "rescue_seed", .field = SPATTN_FIELD(Config, seed), .symbol = "s", .doc = "seed of both rescues",
+     .lo = 0, .hi = static_cast<double>(std::int64_t{1} << 31)},
+    {.name = "rescue_grid", .field = SPATTN_FIELD(Config, rescue_grid), .symbol = "",
+     .doc = "rescues on the coarse blocks (the code) or on the executor tiles (the paper)", .choices = "coarse|tile"},
+    {.name = "prob_threshold", .field = SPATTN_FIELD(Config, prob_threshold), .symbol = "",
+     .doc = "the code's threshold rule: keep blocks whose probability exceeds this", .lo = 0.0, .hi = INFINITY,
+     .note = " (> 1 = off)"},
+    {.name = "keep_ratio", .field = SPATTN_FIELD(Config, keep_ratio), .symbol = "",
+     .doc = "the code's top-k floor: max(min_keep_blocks, ⌊ratio·causal blocks⌋) kept", .lo = 0.0, .hi = 1.0,
+     .note = " (0 = off)", .sweep = kKeepRatioSweep},
+    {.name = "min_keep_blocks", .field = SPATTN_FIELD(Config, min_keep_blocks), .symbol = "",
+     .doc = "the code's top-k floor: at least this many blocks", .lo = 0, .hi = 1 << 30},
+};
+// clang-format on
+
+inline constexpr OptionTable kOptionTable{
+    .method = "bfla",
+    .summary = "BFLA: flattened-group block scores, keep-mass, sink + local band, rescues",
+    .options = kOptions,
+    .refusals = kRefusals};
+constexpr const OptionTable& option_table(const Config&) { return kOptionTable; }
+
+}  // namespace spattn::bfla
+#endif

@@ -38,14 +38,15 @@ enum class Semantics : std::uint8_t { exact, union_keys };
 std::string_view to_string(Merge merge);
 Merge parse_merge(std::string_view name);  ///< "none", "consecutive", "xor"; throws spattn::Error
 
+/// Ranges and docs: kOptions below (validate() checks them, and that work_rows holds at most 32 whole tiles).
 struct Config {
-  std::int32_t tile_q = 32;  ///< M: a multiple of 16 in [16, 128]
-  std::int32_t tile_k = 32;  ///< N: [1, 128]
-  float top_p = 0.9f;        ///< p (paper default, all end-to-end runs): (0, 1], 1 keeps every tile
+  std::int32_t tile_q = 32;
+  std::int32_t tile_k = 32;
+  float top_p = 0.9f;  ///< the paper's default, in all its end-to-end runs
   bool size_weighted_tail = false;
   Merge merge = Merge::xor_greedy;
   Semantics semantics = Semantics::exact;
-  std::int32_t work_rows = 128;  ///< rows of one work item (R = work_rows / M)
+  std::int32_t work_rows = 128;
 
   /// Throws spattn::Error naming the bad field.
   void validate() const;
@@ -120,3 +121,38 @@ Plan plan(const TileMask& mask, const Config& config);
 TileMask effective_mask(const TileMask& mask, const Plan& plan, Semantics semantics);
 
 }  // namespace spattn::fg_attn
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include "spattn/options.hpp"
+
+namespace spattn::fg_attn {
+
+inline constexpr double kTopPSweep[] = {0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999};
+
+// clang-format off
+inline constexpr Option kOptions[] = {
+    {.name = "tile_q", .field = SPATTN_FIELD(Config, tile_q), .symbol = "M", .symbol_in_messages = true, .doc = "query rows per tile",
+     .lo = 16, .hi = 128, .multiple_of = 16},
+    {.name = "tile_k", .field = SPATTN_FIELD(Config, tile_k), .symbol = "N", .symbol_in_messages = true, .doc = "keys per tile", .lo = 1, .hi = 128},
+    {.name = "top_p", .field = SPATTN_FIELD(Config, top_p), .symbol = "p",
+     .doc = "kept probability mass: the smallest prefix of tiles with mass ≥ p", .lo = 0.0, .hi = 1.0, .open_lo = true,
+     .note = " (1 keeps every tile)", .sweep = kTopPSweep},
+    {.name = "size_weighted_tail", .field = SPATTN_FIELD(Config, size_weighted_tail), .symbol = "",
+     .doc = "add ln(n/N) to the partial tail key tile's logit (SVG2-style; off: the paper)"},
+    {.name = "merge", .field = SPATTN_FIELD(Config, merge), .symbol = "",
+     .doc = "query tiles merged into 128-row work items", .choices = "none|consecutive|xor"},
+    {.name = "semantics", .field = SPATTN_FIELD(Config, semantics), .symbol = "",
+     .doc = "merged rows attend to their own tiles (exact) or to the group's union", .choices = "exact|union"},
+    {.name = "work_rows", .field = SPATTN_FIELD(Config, work_rows), .symbol = "R·M",
+     .doc = "rows of one work item (a multiple of M, at most 32 tiles)", .lo = 16, .hi = 4096},
+};
+// clang-format on
+
+inline constexpr OptionTable kOptionTable{
+    .method = "fgattn",
+    .summary = "FG-Attn: mean-pooled M×N tile scores, top-p",
+    .options = kOptions};
+constexpr const OptionTable& option_table(const Config&) { return kOptionTable; }
+
+}  // namespace spattn::fg_attn
+#endif

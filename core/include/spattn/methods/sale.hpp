@@ -40,10 +40,11 @@
 
 namespace spattn::sale {
 
+/// Ranges and docs: kOptions below (validate() checks them, and that bits is 4 or 8).
 struct Config {
-  int bits = 4;                     ///< 4 or 8
-  std::int64_t local_window = 128;  ///< NL·32 keys: a multiple of 32 in [0, 2^40]
-  std::vector<float> tau = {0.004f};  ///< per query head (one value = all); the paper's example value; [0, 1], 0 = dense
+  int bits = 4;
+  std::int64_t local_window = 128;
+  std::vector<float> tau = {0.004f};  ///< per query head (one value = all); the paper's example value
   /// Throws spattn::Error naming the bad field.
   void validate(std::int64_t heads_q) const;
   float tau_of(std::int64_t h) const { return tau.size() == 1 ? tau[0] : tau[static_cast<std::size_t>(h)]; }
@@ -243,3 +244,34 @@ struct Params {
 };
 
 }  // namespace spattn::sale
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include "spattn/options.hpp"
+
+namespace spattn::sale {
+
+inline constexpr double kTauSweep[] = {0.5, 0.2, 0.1, 0.05, 0.02, 0.01, 0.004, 0.001};
+inline constexpr Refusal kRefusals[] = {{.names = "tile_q|tile_k", .reason = "sale uses 64×32 blocks"}};
+
+// clang-format off
+inline constexpr Option kOptions[] = {
+    {.name = "bits", .field = SPATTN_FIELD(Config, bits), .symbol = "",
+     .doc = "estimate codes: 4 (int4) or 8 (int8, the Hopper path; same groups)", .lo = 4, .hi = 8},
+    {.name = "local_window", .field = SPATTN_FIELD(Config, local_window), .symbol = "NL·32",
+     .doc = "local keys before the diagonal, counted exactly", .lo = 0,
+     .hi = static_cast<double>(std::int64_t{1} << 40), .multiple_of = kBlockK},
+    {.name = "tau", .field = SPATTN_FIELD(Config, tau), .symbol = "τ",
+     .doc = "relative-score threshold: a block kept when an estimate ≥ m̃ + √d·ln(τ·l̃)", .lo = 0.0, .hi = 1.0,
+     .note = " (0 = dense head)", .sweep = kTauSweep},
+};
+// clang-format on
+
+inline constexpr OptionTable kOptionTable{
+    .method = "sale",
+    .summary = "SALE: int4 estimates, relative score vs exact sink-local statistics",
+    .options = kOptions,
+    .refusals = kRefusals};
+constexpr const OptionTable& option_table(const Config&) { return kOptionTable; }
+
+}  // namespace spattn::sale
+#endif

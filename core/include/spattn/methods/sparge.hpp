@@ -137,18 +137,17 @@ SPATTN_INLINE BlockRange diagonal_blocks(std::int64_t row_first, std::int64_t ro
 /// note that θ = 0.6 marks most mean-centred key blocks "not self-similar", i.e. dense, on real inputs).
 /// PV-skip is off by default: the code's pvthreshd = 50 skips a tile only when its weights are < 2^-50, which
 /// changes nothing measurable; spattn calibrate sets per-head thresholds.
-/// Ranges (validate() checks them) in brackets.
+/// Ranges and docs: kOptions below (validate() checks them).
 struct Config {
-  std::int32_t block_q = 128;  ///< [16, 2048]
-  std::int32_t block_k = 64;   ///< [1, 128]
-  std::vector<float> theta = {-0.1f};  ///< simthreshd per query head (one value = all heads) [−1, 1]; 1 = dense
-  std::vector<float> tau = {0.98f};    ///< cdfthreshd per query head (used when topk = 0) [0, 1]
-  float topk = 0.5f;                   ///< ρ > 0 selects top-k instead of TopCdf [0, 1]
+  std::int32_t block_q = 128;
+  std::int32_t block_k = 64;
+  std::vector<float> theta = {-0.1f};  ///< simthreshd per query head (one value = all heads)
+  std::vector<float> tau = {0.98f};    ///< cdfthreshd per query head
+  float topk = 0.5f;
   bool attention_sink = false;
-  std::vector<std::uint8_t> dense_heads;  ///< per query head: 1 = keep every block (empty: none)
-  /// Stage 2: PV-skip thresholds (base 2, AttendOptions::pv_threshold), one value or one per query head, each in
-  /// [0, inf]; empty or +inf = off. sparse_attention() passes them to the executor.
-  std::vector<float> pv_threshold;
+  std::vector<std::uint8_t> dense_heads;
+  std::vector<float> pv_threshold;  ///< Stage 2; sparse_attention() passes it to the executor
+  bool qk_int8 = false;             ///< Stage 2; sparse_attention() passes it to the executor
 
   float theta_of(std::int64_t h) const { return theta.size() == 1 ? theta[0] : theta[static_cast<std::size_t>(h)]; }
   float tau_of(std::int64_t h) const { return tau.size() == 1 ? tau[0] : tau[static_cast<std::size_t>(h)]; }
@@ -178,3 +177,61 @@ struct Params {
 };
 
 }  // namespace spattn::sparge
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+#include <span>
+#include <string_view>
+
+#include "spattn/mask.hpp"
+#include "spattn/options.hpp"
+
+namespace spattn::sparge {
+
+inline constexpr double kTopkSweep[] = {0.1, 0.2, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95};
+
+// clang-format off
+inline constexpr Option kOptions[] = {
+    {.name = "block_q", .field = SPATTN_FIELD(Config, block_q), .symbol = "b_q", .doc = "query rows per block (the mask's query tile)",
+     .lo = MaskShape::kMinTileQ, .hi = MaskShape::kMaxTileQ, .aliases = "tile_q"},
+    {.name = "block_k", .field = SPATTN_FIELD(Config, block_k), .symbol = "b_k", .doc = "keys per block (the mask's key tile)",
+     .lo = MaskShape::kMinTileK, .hi = MaskShape::kMaxTileK, .aliases = "tile_k"},
+    {.name = "theta", .field = SPATTN_FIELD(Config, theta), .symbol = "θ",
+     .doc = "block self-similarity threshold (self-similar iff similarity > θ; 1 = dense)", .lo = -1.0, .hi = 1.0,
+     .note = " (1 = no block self-similar: dense)", .aliases = "sim_threshold"},
+    {.name = "tau", .field = SPATTN_FIELD(Config, tau), .symbol = "τ",
+     .doc = "TopCdf mass: the longest prefix of mass ≤ τ·Z (when ρ = 0; giving τ alone selects TopCdf)", .lo = 0.0,
+     .hi = 1.0, .aliases = "cdf_threshold"},
+    {.name = "topk", .field = SPATTN_FIELD(Config, topk), .symbol = "ρ",
+     .doc = "ρ > 0 keeps ⌊ρ·reachable blocks⌋ per row (top-k); 0 = TopCdf with τ", .lo = 0.0, .hi = 1.0,
+     .note = " (0 = TopCdf)", .sweep = kTopkSweep},
+    {.name = "attention_sink", .field = SPATTN_FIELD(Config, attention_sink), .symbol = "",
+     .doc = "always keep key block 0", .aliases = "sink"},
+    {.name = "dense", .field = SPATTN_FIELD(Config, dense_heads), .symbol = "",
+     .doc = "per query head: keep every block (spattn calibrate)", .heads = Heads::none_or_each, .by_name = false},
+    {.name = "pv_threshold", .field = SPATTN_FIELD(Config, pv_threshold), .symbol = "λ",
+     .doc = "Stage 2 PV-skip: skip a key tile whose max is this far (base 2) below the running max; per head",
+     .lo = 0.0, .hi = INFINITY, .note = " (inf = off)", .heads = Heads::none_one_or_each, .by_name = false},
+    {.name = "qk_int8", .field = SPATTN_FIELD(Config, qk_int8), .symbol = "",
+     .doc = "Stage 2 computes QKᵀ in int8 on smoothed K (the authors' SageAttention kernels; off: exact)"},
+};
+// clang-format on
+
+/// Giving τ without ρ selects the TopCdf entry point (ρ = 0).
+inline void settle_options(void* config, std::span<const std::string_view> given) {
+  bool tau = false, topk = false;
+  for (std::string_view n : given) {
+    tau = tau || n == "tau";
+    topk = topk || n == "topk";
+  }
+  if (tau && !topk) static_cast<Config*>(config)->topk = 0.0f;
+}
+
+inline constexpr OptionTable kOptionTable{
+    .method = "sparge",
+    .summary = "SpargeAttn: pooled scores + self-similarity; top-k ρ, or TopCdf τ when ρ = 0",
+    .options = kOptions,
+    .settle = settle_options};
+constexpr const OptionTable& option_table(const Config&) { return kOptionTable; }
+
+}  // namespace spattn::sparge
+#endif
