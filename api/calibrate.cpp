@@ -1,4 +1,5 @@
-// calibrate(): per-head parameter searches of SpargeAttn and SALE, every estimate and attend through the
+// calibrate(): per-head parameter searches of SpargeAttn and SALE and the main-knob search of the other methods,
+// every estimate and attend through the
 // dispatcher (so any backend that covers the samples runs them: samples in device memory calibrate on that device,
 // their outputs in device scratch from the backend that owns the memory, read back to compare on the host).
 #include <cmath>
@@ -13,11 +14,12 @@
 namespace spattn {
 namespace {
 
-/// An f32 [B, 1, Nq, Dv] output in the samples' memory: a host tensor, or device memory of the backend that owns
-/// that memory (Backend::allocate; read back with Backend::download to compare on the host).
+/// An f32 [B, Hq, Nq, Dv] output of problem p in the samples' memory: a host tensor, or device memory of the backend
+/// that owns that memory (Backend::allocate; read back with Backend::download to compare on the host).
 class SliceOutput {
  public:
-  SliceOutput(const Problem& p, Memory memory) : host_(DType::f32, p.batch, 1, p.seqlen_q, p.dim_v()), memory_(memory) {
+  SliceOutput(const Problem& p, Memory memory)
+      : host_(DType::f32, p.batch, p.heads_q, p.seqlen_q, p.dim_v()), memory_(memory) {
     if (memory == Memory::host) return;
     for (const auto& be : backends())
       if ((device_ = be->allocate(memory, host_.size_bytes())) != nullptr) {
@@ -225,6 +227,76 @@ sale::Params calibrate_sale(const sale::Config& base, const std::vector<Sample>&
   return params;
 }
 
+/// Head h's elements of an f32 [B, H, N, Dv] output, in element order (batch, row, column).
+std::vector<float> head_of(const std::vector<float>& o, const Problem& p, std::int64_t h) {
+  const std::size_t row = static_cast<std::size_t>(p.seqlen_q * p.dim_v());
+  std::vector<float> out;
+  out.reserve(row * static_cast<std::size_t>(p.batch));
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const auto first = o.begin() + static_cast<std::ptrdiff_t>((b * p.heads_q + h) * static_cast<std::int64_t>(row));
+    out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(row));
+  }
+  return out;
+}
+
+KnobParams calibrate_knob(const MethodConfig& base, const std::vector<Sample>& samples, const CalibrationTargets& t) {
+  require_in("calibrate rel_l1", t.rel_l1, Interval<float>{0.0f, INFINITY, true, true});
+  const Option* knob = main_knob(option_table(base));
+  require(knob != nullptr, "calibrate: method '", method_name(base), "' has no main knob in its option table");
+  KnobParams best;
+  best.method = std::string(method_name(base));
+  best.option = std::string(knob->name);
+  best.dense = true;
+  best.bound = t.rel_l1;
+  // Every sample whole (all heads: BFLA's masks are per KV head), with its dense output.
+  struct Whole {
+    const Sample* sample;
+    std::vector<float> dense;
+    std::unique_ptr<SliceOutput> out;
+  };
+  std::vector<Whole> wholes;
+  AttendOptions opt;
+  opt.backend = t.backend;
+  for (const Sample& w : samples) {
+    Whole x{&w, {}, std::make_unique<SliceOutput>(w.problem, w.q.memory)};
+    attend_dense(w.problem, w.q, w.k, w.v, x.out->view(), opt);
+    x.dense = x.out->to_float();
+    wholes.push_back(std::move(x));
+  }
+  const std::int64_t heads = samples[0].problem.heads_q;
+  for (std::size_t i = 0; i < knob->sweep.size(); ++i) {
+    if (t.progress)
+      t.progress(static_cast<double>(i) / static_cast<double>(knob->sweep.size()),
+                 best.option + " " + std::to_string(knob->sweep[i]));
+    MethodConfig c = base;
+    const NamedValue setting{best.option, knob->sweep[i]};
+    set_options(c, {&setting, 1}, UnknownOptions::error);
+    double worst = 0.0, kept = 0.0, reachable = 0.0;
+    for (Whole& x : wholes) {
+      const Sample& w = *x.sample;
+      validate(c, w.problem);
+      const SparseAttentionResult r = sparse_attention(c, w.problem, w.q, w.k, w.v, x.out->view(), opt);
+      const TileMask::Stats stats = r.estimate.mask.stats();
+      kept += static_cast<double>(stats.kept_tiles);
+      reachable += static_cast<double>(stats.reachable_tiles);
+      const std::vector<float> got = x.out->to_float();
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const double e = rel_l1(head_of(got, w.problem, h), head_of(x.dense, w.problem, h));
+        worst = std::isnan(e) ? e : std::max(worst, e);  // NaN never passes
+      }
+    }
+    const double density = reachable > 0 ? kept / reachable : 1.0;
+    if (worst <= t.rel_l1 && (best.dense || density < best.density)) {
+      best.dense = false;
+      best.value = knob->sweep[i];
+      best.worst_rel_l1 = worst;
+      best.density = density;
+    }
+  }
+  if (t.progress) t.progress(1.0, "done");
+  return best;
+}
+
 }  // namespace
 
 MethodConfig config_of(const Calibration& calibration) {
@@ -236,7 +308,8 @@ Calibration calibrate(const MethodConfig& base, const std::vector<Sample>& sampl
   validate(base, samples[0].problem);
   if (const auto* s = std::get_if<sparge::Config>(&base)) return calibrate_sparge(*s, samples, targets);
   if (const auto* s = std::get_if<sale::Config>(&base)) return calibrate_sale(*s, samples, targets);
-  fail("calibrate: method '", method_name(base), "' has no calibration (sparge and sale have)");
+  require(!std::holds_alternative<DenseConfig>(base), "calibrate: method 'dense' has nothing to calibrate");
+  return calibrate_knob(base, samples, targets);
 }
 
 }  // namespace spattn

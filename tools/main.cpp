@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   add_inputs(fr);
   cli::add_method_flags(fr, frontier_flags);
 
-  auto* cal = app.add_subcommand("calibrate", "search per-head hyper-parameters on sample inputs (sparge)");
+  auto* cal = app.add_subcommand("calibrate", "calibrate a method on sample inputs (per-head or its main knob)");
   std::string cal_method = "sparge", cal_out = "sparge_params.json", cal_workload = "llm";
   CalibrationTargets tune;
   WorkloadSpec cal_spec;
@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
   cal_spec.heads_q = 2;
   cal_spec.heads_kv = 1;
   int cal_samples = 2;
-  cal->add_option("--method", cal_method, "sparge | sale");
+  cal->add_option("--method", cal_method, "sparge | sale | anchor | fgattn | bfla");
+  cal->add_option("--rel-l1", tune.rel_l1, "anchor, fgattn, bfla: bound on every head's rel L1 (default 0.002)");
   int cal_bits = 4;
   cal->add_option("--theta", tune.sale_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N (default 0.4)");
   cal->add_option("--bits", cal_bits, "sale: 4 or 8");
@@ -171,8 +172,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("demo")) return cli::run_demo();
     if (app.got_subcommand("inspect")) return inspect(mask_path);
     if (app.got_subcommand("calibrate")) {
-      require(cal_method == "sparge" || cal_method == "sale", "--method: calibrate supports sparge and sale, got '",
-              cal_method, "'");
+      const MethodConfig cal_base = default_config(cal_method);  // an unknown method: the registry's message
+      require(cal_method != "dense", "--method: dense has nothing to calibrate");
       cal_spec.kind = parse_workload_kind(cal_workload);
       cli::require_writable(cal_out, "--out");
       std::vector<Workload> workloads;
@@ -199,6 +200,19 @@ int main(int argc, char** argv) {
                      static_cast<int>(fraction * 100.0), what.c_str());
         std::fflush(stderr);
       };
+      if (cal_method != "sparge" && cal_method != "sale") {
+        const KnobParams kp = std::get<KnobParams>(calibrate(cal_base, samples, tune));
+        std::fprintf(stderr, "\n");
+        save_params_json(kp, cal_out);
+        if (kp.dense)
+          std::printf("%s: no %s setting keeps every head's rel L1 <= %g: dense\n", kp.method.c_str(), kp.option.c_str(),
+                      kp.bound);
+        else
+          std::printf("%s: %s %g (density %.4f, worst head rel L1 %.5f <= %g)\n", kp.method.c_str(), kp.option.c_str(),
+                      kp.value, kp.density, kp.worst_rel_l1, kp.bound);
+        std::printf("wrote %s\n", cal_out.c_str());
+        return 0;
+      }
       if (cal_method == "sale") {
         sale::Config base;
         base.bits = cal_bits;

@@ -118,4 +118,15 @@ void set_options(MethodConfig& config, std::span<const NamedValue> values, Unkno
   if (table.settle) table.settle(data_of(config), given);
 }
 
+MethodConfig KnobParams::config() const {
+  if (dense) return DenseConfig{};
+  MethodConfig c = default_config(method);
+  const Option* knob = main_knob(option_table(c));
+  require(knob != nullptr && knob->name == option, "calibrated '", method, "': the option '", option,
+          "' is not the method's main knob", knob != nullptr ? " ('" + std::string(knob->name) + "')" : std::string());
+  const NamedValue setting{option, value};
+  set_options(c, {&setting, 1}, UnknownOptions::error);
+  return c;
+}
+
 }  // namespace spattn

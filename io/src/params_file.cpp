@@ -1,4 +1,5 @@
-// Tuned method parameters as JSON files: SpargeAttn ("method": "sparge") and SALE ("method": "sale").
+// Tuned method parameters as JSON files: SpargeAttn ("method": "sparge"), SALE ("method": "sale") and a calibrated
+// main knob of the other methods ("method": "anchor", "fgattn" or "bfla").
 #include "spattn/params_file.hpp"
 
 #include <cmath>
@@ -160,7 +161,47 @@ sale::Params parse_sale_params(std::string_view text, const std::string& what) {
   });
 }
 
-bool takes_params_file(std::string_view method) { return method == "sparge" || method == "sale"; }
+void save_params_json(const KnobParams& params, const std::string& path) {
+  nlohmann::json j = {{"method", params.method},
+                      {"option", params.option},
+                      {"dense", params.dense},
+                      {"bound", params.bound},
+                      {"worst_rel_l1", params.worst_rel_l1},
+                      {"density", params.density}};
+  if (!params.dense) j["value"] = params.value;
+  std::ofstream out(path);
+  require(out.good(), "cannot open '", path, "' for writing");
+  out << j.dump(2) << "\n";
+  require(out.good(), "error writing '", path, "'");
+}
+
+KnobParams load_knob_params(const std::string& path) {
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  return parse_knob_params({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path);
+}
+
+KnobParams parse_knob_params(std::string_view text, const std::string& what) {
+  return parsed(what, [&] {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    require(j.is_object() && j.contains("method") && j.at("method").is_string(), "no \"method\"");
+    KnobParams p;
+    p.method = j.at("method").get<std::string>();
+    require(p.method != "sparge" && p.method != "sale" && p.method != "dense", "method '", p.method,
+            "' has no main-knob parameters");
+    const OptionTable& t = option_table(p.method);  // throws on an unknown method
+    p.option = j.at("option").get<std::string>();
+    require(j.at("dense").is_boolean(), "dense: expected true or false, got ", j.at("dense").dump());
+    p.dense = j.at("dense").get<bool>();
+    if (!p.dense) p.value = option_value(j.at("value"), t, p.option);  // checks the option exists and the value
+    p.bound = j.value("bound", 0.0);
+    p.worst_rel_l1 = j.value("worst_rel_l1", 0.0);
+    p.density = j.value("density", 1.0);
+    validate(p.config(), Problem{});  // the option is the main knob; the value within its range
+    return p;
+  });
+}
+
+bool takes_params_file(std::string_view method) { return method != "dense"; }
 
 MethodConfig configure_method(std::string_view name, std::span<const NamedValue> values, std::int64_t heads_q,
                               UnknownOptions unknown) {
@@ -171,10 +212,14 @@ MethodConfig configure_method(std::string_view name, std::span<const NamedValue>
       options.push_back(v);
       continue;
     }
-    require(takes_params_file(name), "params: only sparge and sale take parameter files");
+    require(takes_params_file(name), "params: dense takes no parameter file");
     require(std::holds_alternative<std::string>(v.value), "params: expected a path");
     const std::string& path = std::get<std::string>(v.value);
-    if (name == "sparge") {
+    if (name != "sparge" && name != "sale") {
+      const KnobParams params = load_knob_params(path);
+      require(params.method == name, "params: '", path, "' holds ", params.method, " parameters, not ", name);
+      config = params.config();
+    } else if (name == "sparge") {
       const sparge::Params params = load_sparge_params(path);
       require(static_cast<std::int64_t>(params.heads.size()) == heads_q, "params: '", path, "' has ",
               params.heads.size(), " heads, the input has ", heads_q);

@@ -237,16 +237,18 @@ sparse_attention.__doc__ += _VARLEN_DOC
 
 
 def calibrate(method, samples, path, *, causal=False, scale=None, l1=0.08, l2=0.09, theta_steps=16, sale_theta=0.4,
-              backend="auto", layout="bhnd", **config):
-    """Searches per-head parameters of `method` ("sparge" or "sale") on samples [(q, k, v), ...] — all in host memory,
-    or all CUDA tensors (then the search runs on the GPU; CUDA builds) — and writes them to `path` as the JSON of
-    `spattn calibrate`; returns that JSON as a dict. Use them with
-    estimate(..., params=path) / sparse_attention(..., params=path) or `spattn run --params path`.
+              rel_l1=0.002, backend="auto", layout="bhnd", **config):
+    """Calibrates `method` on samples [(q, k, v), ...] — all in host memory, or all CUDA tensors (then the search runs
+    on the GPU; CUDA builds) — and writes the result to `path` as the JSON of `spattn calibrate`; returns that JSON as
+    a dict. Use it with estimate(..., params=path) / sparse_attention(..., params=path) or `spattn run --params path`.
 
-    l1, l2, theta_steps: SpargeAttn's targets; sale_theta: SALE's error bound (spattn.hpp: CalibrationTargets).
+    SpargeAttn and SALE get per-head parameters: l1, l2, theta_steps are SpargeAttn's targets, sale_theta SALE's error
+    bound. AnchorAttention, FG-Attn and BFLA get the setting of their main knob (θ, top-p, keep ratio) that keeps the
+    fewest tiles with every head's rel L1 ≤ rel_l1 on the samples (or dense): give one layer's samples to calibrate
+    that layer (spattn.hpp: calibrate, CalibrationTargets).
     """
     path = os.fspath(path)
-    _spattn.calibrate(method, list(samples), causal, scale, path, l1, l2, theta_steps, sale_theta, backend,
+    _spattn.calibrate(method, list(samples), causal, scale, path, l1, l2, theta_steps, sale_theta, rel_l1, backend,
                       _call(layout), config)
     with open(path) as f:
         return json.load(f)

@@ -110,7 +110,7 @@ py::tuple sparse_attention_py(const std::string& method, py::handle q_obj, py::h
 /// params= reads).
 void calibrate_py(const std::string& method, const py::list& samples, bool causal,
                   std::optional<float> scale, const std::string& path, float l1, float l2,
-                  int theta_steps, float sale_theta, const std::string& backend, const Call& call,
+                  int theta_steps, float sale_theta, float rel_l1, const std::string& backend, const Call& call,
                   const py::dict& config) {
   require(!samples.empty(), "samples: give at least one (q, k, v)");
   std::vector<DlpackTensor> arrays;  // keeps every sample's memory alive during the search
@@ -141,6 +141,7 @@ void calibrate_py(const std::string& method, const py::list& samples, bool causa
   targets.l2 = l2;
   targets.theta_steps = theta_steps;
   targets.sale_theta = sale_theta;
+  targets.rel_l1 = rel_l1;
   targets.backend = backend;
   Calibration c;
   {
@@ -212,7 +213,7 @@ PYBIND11_MODULE(_spattn, m) {
         py::arg("call"), py::arg("config"));
   m.def("calibrate", &calibrate_py, py::arg("method"), py::arg("samples"), py::arg("causal"),
         py::arg("scale"), py::arg("path"), py::arg("l1"), py::arg("l2"), py::arg("theta_steps"),
-        py::arg("sale_theta"), py::arg("backend"), py::arg("call"), py::arg("config"));
+        py::arg("sale_theta"), py::arg("rel_l1"), py::arg("backend"), py::arg("call"), py::arg("config"));
   m.def("oracle_mask", &oracle_mask_py, py::arg("q"), py::arg("k"), py::arg("causal"), py::arg("scale"),
         py::arg("tile_q"), py::arg("tile_k"), py::arg("per_kv_head"), py::arg("budget"), py::arg("value"),
         py::arg("call"));

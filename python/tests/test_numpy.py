@@ -138,6 +138,24 @@ def test_calibrate_writes_params_that_estimate_reads(rng, tmp_path):
         spattn.estimate("sale", q[:, :1], k[:, :1], causal=True, params=str(path))
 
 
+@pytest.mark.parametrize("method", ["anchor", "fgattn", "bfla"])
+def test_calibrate_main_knob_round_trip(rng, tmp_path, method):
+    samples = [qkv(rng, 1, 4, 2, 512, 512, 64) for _ in range(2)]
+    path = tmp_path / f"{method}.json"
+    params = spattn.calibrate(method, samples, path, causal=True, rel_l1=0.05)
+    assert params["method"] == method and params["bound"] == pytest.approx(0.05)
+    q, k, v = samples[0]
+    from_file = spattn.sparse_attention(q, k, v, method=method, causal=True, params=str(path))
+    if params["dense"]:
+        same = spattn.sparse_attention(q, k, v, method="dense", causal=True)
+    else:
+        assert params["worst_rel_l1"] <= 0.05
+        same = spattn.sparse_attention(q, k, v, method=method, causal=True, **{params["option"]: params["value"]})
+    assert np.array_equal(from_file, same)  # the file is the knob's setting, nothing else
+    with pytest.raises(spattn.Error, match="not"):
+        spattn.estimate("sale" if method != "sale" else "fgattn", q, k, causal=True, params=str(path))
+
+
 def test_methods_and_backends():
     assert {"dense", "sparge", "sale", "anchor", "fgattn", "bfla"} <= set(spattn.methods())
     assert spattn.backends()[-1] == "reference" or "reference" in spattn.backends()

@@ -100,4 +100,21 @@ enum class UnknownOptions : std::uint8_t {
 /// UnknownOptions::error, an option the method does not take. Ranges are checked by validate().
 void set_options(MethodConfig& config, std::span<const NamedValue> values, UnknownOptions unknown);
 
+/// What calibrate() gives a method whose options hold one value for every head (AnchorAttention, FG-Attn, BFLA): the
+/// setting of its main knob (main_knob of its option table, one of the table's sweep values) for one set of inputs —
+/// one layer's samples, so a model is calibrated per layer — with what the search measured there. Saved and loaded as
+/// JSON by spattn/params_file.hpp ({"method", "option", "value", …}).
+struct KnobParams {
+  std::string method;         ///< the registry's name
+  std::string option;         ///< the knob's public name
+  double value = 0.0;         ///< its setting (not used when dense)
+  bool dense = false;         ///< no swept setting met the bound: every tile kept (exact)
+  double bound = 0.0;         ///< the per-head rel L1 bound of the search
+  double worst_rel_l1 = 0.0;  ///< the worst head's rel L1 over the samples at the setting (0 when dense)
+  double density = 1.0;       ///< kept / reachable tiles over the samples at the setting
+  /// The method's default configuration with the knob at `value`; a DenseConfig when dense. Throws spattn::Error when
+  /// `option` is not the method's main knob.
+  MethodConfig config() const;
+};
+
 }  // namespace spattn

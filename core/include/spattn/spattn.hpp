@@ -70,13 +70,18 @@ struct CalibrationTargets {
                                  ///< 0 < l1 <= l2, finite
   int theta_steps = 16;          ///< SpargeAttn: θ grid over [−1, 1); [1, 256]
   float sale_theta = 0.4f;       ///< SALE: bound on Err = Σ|O − O_dense| / N; (0, inf)
+  /// AnchorAttention, FG-Attn, BFLA: bound on every head's rel L1 (metrics.hpp) over the samples; (0, inf). The
+  /// default is the level at which SpargeAttn cost +0.09 % held-out loss on the trained LM of
+  /// bench/results/quality.md (32K); there AnchorAttention θ 12 had 0.0066 for +1.7 % and FG-Attn top-p 0.99 0.0076
+  /// for +5.8 %: a layer's rel L1 is a weak proxy of the loss, so a tighter bound is the safe side.
+  float rel_l1 = 0.002f;
   std::string backend = "auto";  ///< backend of the estimates and attends the search runs
   std::function<void(double fraction, const std::string& what)> progress;  ///< optional
 };
 
-/// A calibrated method: per-head parameters and what the search measured. Saved and loaded as JSON by
-/// spattn/params_file.hpp.
-using Calibration = std::variant<sparge::Params, sale::Params>;
+/// A calibrated method: per-head parameters (SpargeAttn, SALE) or the main knob's setting for the samples' layer
+/// (the others), and what the search measured. Saved and loaded as JSON by spattn/params_file.hpp.
+using Calibration = std::variant<sparge::Params, sale::Params, KnobParams>;
 /// The configuration a calibration gives estimate() and sparse_attention().
 MethodConfig config_of(const Calibration& calibration);
 
@@ -88,7 +93,12 @@ MethodConfig config_of(const Calibration& calibration);
 ///   θ with the largest sparsity (1 − (kept − skipped) / reachable tiles; ties: lower θ); ≤ 0.1 → dense. Deviations
 ///   from the code: every candidate is verified on all inputs at once; the best passing value is kept.
 /// - SALE (research/sale.md §4): τ = 0.008, halved until Err(τ) < sale_theta on every sample; τ ≤ 1e-4 → 0 (dense).
-/// Other methods have no calibration (Error). Samples must share heads, head_dim and memory.
+/// - AnchorAttention, FG-Attn, BFLA (their papers calibrate one threshold against an error bound; their options hold
+///   one value for every head): every setting of the method's main knob in its option table's sweep (θ, top-p, BFLA's
+///   keep ratio) runs on every sample, all heads at once (BFLA's masks are per KV head); of the settings whose every
+///   head's rel L1 is ≤ rel_l1, the one keeping the fewest tiles (ties: the earlier in the sweep); none → dense. Call
+///   it on one layer's samples to calibrate that layer.
+/// "dense" has no calibration (Error). Samples must share heads, head_dim and memory.
 Calibration calibrate(const MethodConfig& base, const std::vector<Sample>& samples, const CalibrationTargets& targets = {});
 
 /// The backends linked into this build, in the order "auto" tries them.

@@ -1,6 +1,7 @@
 // Tuned method parameters as JSON files (host only; spattn::io): what `spattn calibrate` writes and
-// `--params` reads. Each file names its method ("method": "sparge" or "sale"); loading checks it, every
-// field and the resulting Config, and throws spattn::Error naming the file (and the field).
+// `--params` reads. Each file names its method ("method": "sparge", "sale", or for a calibrated main knob "anchor",
+// "fgattn", "bfla"); loading checks it, every field and the resulting Config, and throws spattn::Error naming the file
+// (and the field).
 #pragma once
 
 #include <cstdint>
@@ -20,14 +21,20 @@ sparge::Params load_sparge_params(const std::string& path);
 void save_params_json(const sale::Params& params, const std::string& path);
 sale::Params load_sale_params(const std::string& path);
 
+/// A calibrated main knob: {"method", "option", "value" (absent when dense), "dense", "bound", "worst_rel_l1",
+/// "density"}.
+void save_params_json(const KnobParams& params, const std::string& path);
+KnobParams load_knob_params(const std::string& path);
+
 /// The loaders on JSON text in memory; `what` names it in messages ("params '<what>': …").
 sparge::Params parse_sparge_params(std::string_view json, const std::string& what);
 sale::Params parse_sale_params(std::string_view json, const std::string& what);
+KnobParams parse_knob_params(std::string_view json, const std::string& what);
 
 /// The option that names a parameter file (text: a path), beside each method's table options.
 inline constexpr std::string_view kParamsOption = "params";
-inline constexpr std::string_view kParamsDoc = "per-head parameters from spattn calibrate (JSON)";
-/// Whether method `name` reads parameter files (sparge, sale).
+inline constexpr std::string_view kParamsDoc = "calibrated parameters from spattn calibrate (JSON)";
+/// Whether method `name` reads parameter files (every method but dense).
 bool takes_params_file(std::string_view method);
 
 /// The configuration of method `name` from options given by name: the registry's default, then a "params" file (for
