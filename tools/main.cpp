@@ -10,6 +10,7 @@
 #include <new>
 #include <optional>
 
+#include "check.hpp"
 #include "frontier.hpp"
 #include "methods.hpp"
 #include "output_paths.hpp"
@@ -179,6 +180,9 @@ int main(int argc, char** argv) {
   std::string mask_path;
   insp->add_option("mask", mask_path, "mask file")->required()->check(CLI::ExistingFile);
 
+  cli::CheckOptions check;
+  cli::add_check_command(app, check);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -197,6 +201,7 @@ int main(int argc, char** argv) {
                                                     static_cast<std::size_t>(*threads));
     if (app.got_subcommand("demo")) return cli::run_demo();
     if (app.got_subcommand("inspect")) return inspect(mask_path);
+    if (app.got_subcommand("check")) return cli::run_check(check);
     if (app.got_subcommand("calibrate")) {
       require(cal_method == "sparge" || cal_method == "sale", "--method: calibrate supports sparge and sale, got '",
               cal_method, "'");
