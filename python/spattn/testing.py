@@ -13,12 +13,14 @@ says the same thing exactly):
 
 - a :class:`spattn.TileMask` (its own causality);
 - a FlexAttention ``BlockMask`` (any object with ``kv_num_blocks``, ``kv_indices``, ``BLOCK_SIZE`` and, when
-  present, ``full_kv_num_blocks`` / ``full_kv_indices``), or those lists as a dict (``block_size=(R, C)``). Every
-  listed block, partial or full, is taken as wholly kept; inside it only the ``causal`` rule applies. That is the
-  BlockMask of ``TileMask.to_flex_block_mask``; a BlockMask whose mask_mod masks more (a sliding window, documents)
-  is checked with its boolean mask instead (FlexAttention's ``create_mask``);
+  present, ``full_kv_num_blocks`` / ``full_kv_indices``), or those lists as a dict or a tuple in that order
+  (``block_size=(R, C)``). Every listed block, partial or full, is taken as wholly kept; inside it only the
+  ``causal`` rule applies. That is the BlockMask of ``TileMask.to_flex_block_mask``; a BlockMask whose mask_mod
+  masks more (a sliding window, documents) is checked with its boolean mask instead (FlexAttention's
+  ``create_mask``);
 - FlashInfer's block-sparse rows: a dict with ``indptr``, ``indices``, ``R`` and ``C`` (``TileMask.to_flashinfer_bsr``)
-  — one mask for all heads (``len(indptr) − 1`` = ⌈Nq/R⌉ rows) or one per (batch, head) in that order;
+  or a tuple ``(indptr, indices, R, C)`` — one mask for all heads (``len(indptr) − 1`` = ⌈Nq/R⌉ rows) or one per
+  (batch, head) in that order;
 - a boolean array ``[Nq, Nkv]`` or ``[B or 1, H or 1, Nq, Nkv]`` (True: the key is visible, torch SDPA's
   convention; H is Hq or Hkv), or ``None`` for every key.
 
@@ -221,6 +223,11 @@ def check_attention(out, q, k, v, mask=None, *, causal=None, scale=None, factor=
         mask = _flex_mask(mask, block_size, shape, causal)
     elif isinstance(mask, dict) and "indptr" in mask:
         mask = _bsr_mask(mask, shape, causal)
+    elif isinstance(mask, tuple) and len(mask) == 4 and all(np.ndim(x) == 0 for x in mask[2:]):
+        mask = _bsr_mask(dict(zip(("indptr", "indices", "R", "C"), mask)), shape, causal)
+    elif isinstance(mask, tuple) and len(mask) in (2, 4):
+        names = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
+        mask = _flex_mask(dict(zip(names, mask)), block_size, shape, causal)
     else:
         mask = _element_mask(mask, shape)
     call = _spattn.Call()

@@ -148,6 +148,10 @@ def test_every_mask_format_checks_the_same_attention(rng):
     block_mask = SimpleNamespace(BLOCK_SIZE=(tile_q, tile_k), **mask.flex_block_mask_tensors())  # duck-typed
     reports["BlockMask"] = check_attention(out, q, k, v, block_mask, causal=True)
     reports["FlashInfer BSR"] = check_attention(out, q, k, v, mask.to_flashinfer_bsr(), causal=True)
+    bsr = mask.to_flashinfer_bsr()
+    reports["BSR tuple"] = check_attention(out, q, k, v, (bsr["indptr"], bsr["indices"], tile_q, tile_k), causal=True)
+    in_order = tuple(lists[name] for name in ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices"))
+    reports["BlockMask tuple"] = check_attention(out, q, k, v, in_order, causal=True, block_size=(tile_q, tile_k))
     elements = np.repeat(np.repeat(mask.to_bitmap(), tile_q, axis=2), tile_k, axis=3)[:, :, :NQ, :NKV] != 0
     reports["boolean"] = check_attention(out, q, k, v, torch.from_numpy(elements), causal=True)
     for name, report in reports.items():
