@@ -1,3 +1,4 @@
+// `spattn check` (check.hpp): .npy / .npz files read into spattn::check_attention (spattn/check.hpp), its report printed.
 #include "check.hpp"
 
 #include <cstdio>
