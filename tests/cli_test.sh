@@ -262,5 +262,49 @@ expect_message "frontier --plot unwritable" "--plot '/nonexistent/dir/f.png': ca
 [[ $(sed 's/"[a-z_]*_ms":[^,]*,//g; s/"speedup":[^,]*,//' "$tmp/t_after.json") == \
    $(sed 's/"[a-z_]*_ms":[^,]*,//g; s/"speedup":[^,]*,//' "$tmp/t_before.json") ]] && ok || bad "--threads position changes results"
 
+# spattn check: the program's own output over its mask passes; planted faults fail at their (batch, head, row).
+"$bin" run --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --tile 32x16 --out "$tmp/c_out.npy" \
+  --mask-out "$tmp/c_mask.npz" > /dev/null || bad "run for check"
+check=("$bin" check --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy")
+report=$("${check[@]}" --out "$tmp/c_out.npy" --mask "$tmp/c_mask.npz") && ok || bad "check of run's output: $report"
+[[ $report == "spattn check: PASS (tile mask 32x16, f32 inputs, f32 output, B 1, Hq 4, Nq 300, Dv 64)"* \
+   && $report == *"0 failing rows"* && $report == *"batch 0:  h0 "*"h3 "* ]] && ok || bad "check report: $report"
+# the same causal rule as a boolean [Nq, Nkv] element mask (lower triangle, uint8), written byte by byte
+{
+  hdr="{'descr': '|u1', 'fortran_order': False, 'shape': (300, 300), }"
+  printf '\x93NUMPY\x01\x00\x76\x00%s' "$hdr"
+  printf '%*s\n' $((128 - 10 - ${#hdr} - 1)) ''
+  ones=$(head -c 300 /dev/zero | tr '\0' '\1')
+  for i in $(seq 0 299); do printf '%s' "${ones:0:$((i + 1))}"; head -c $((299 - i)) /dev/zero; done
+} > "$tmp/tril.npy"
+report=$("${check[@]}" --out "$tmp/c_out.npy" --mask "$tmp/tril.npy") && ok || bad "check, element mask: $report"
+[[ $report == *"PASS (element mask"* ]] && ok || bad "check element mask report: $report"
+# non-causal attention is not the causal output: every row but the last of each head fails, the first is row 0
+report=$("${check[@]}" --out "$tmp/c_out.npy")
+[[ $? -eq 1 && $report == *"FAIL"*"1196 failing rows"*"first failing: batch 0, head 0, row 0 "* ]] && ok \
+  || bad "check non-causal: $report"
+# a NaN at head 2, row 123, column 5 of the float32 [1,4,300,64] output (128-byte header)
+plant() {  # file, head, row, column, 4 bytes as printf escapes
+  cp "$tmp/c_out.npy" "$1"
+  printf "$5" | dd of="$1" bs=1 seek=$((128 + (($2 * 300 + $3) * 64 + $4) * 4)) conv=notrunc status=none
+}
+plant "$tmp/c_nan.npy" 2 123 5 '\x00\x00\xc0\x7f'
+report=$("${check[@]}" --out "$tmp/c_nan.npy" --mask "$tmp/c_mask.npz" --atol 1e9)
+[[ $? -eq 1 && $report == *"1 failing row;"*"1 non-finite"*"first failing: batch 0, head 2, row 123 (column 5"* ]] \
+  && ok || bad "check NaN: $report"
+plant "$tmp/c_off.npy" 3 7 0 '\x00\x00\x80\x3f'  # 1.0 in place of a value of the output
+report=$("${check[@]}" --out "$tmp/c_off.npy" --mask "$tmp/c_mask.npz")
+[[ $? -eq 1 && $report == *"first failing: batch 0, head 3, row 7 (column 0"* ]] && ok || bad "check off value: $report"
+expect_error "check without --out" check --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy"
+expect_error "check --out shape" check --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --out "$tmp/small.npy"
+expect_error "check --mask garbage" check --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" \
+  --out "$tmp/c_out.npy" --mask "$tmp/garbage.npy"
+expect_error "check --mask of other lengths" check --q "$tmp/small.npy" --k "$tmp/small.npy" --v "$tmp/small.npy" \
+  --out "$tmp/small.npy" --mask "$tmp/tril.npy"
+expect_error "check --causal with a non-causal mask" check --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" \
+  --out "$tmp/c_out.npy" --mask "$tmp/fg.npz" --causal
+expect_error "check --factor" check --q "$tmp/o.npy" --k "$tmp/o.npy" --v "$tmp/o.npy" --out "$tmp/c_out.npy" \
+  --factor 0.5
+
 echo "$passes passed, $failures failed"
 [[ $failures -eq 0 ]]

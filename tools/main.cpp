@@ -10,6 +10,7 @@
 #include <new>
 #include <optional>
 
+#include "check.hpp"
 #include "frontier.hpp"
 #include "method_flags.hpp"
 #include "output_paths.hpp"
@@ -153,6 +154,9 @@ int main(int argc, char** argv) {
   std::string mask_path;
   insp->add_option("mask", mask_path, "mask file")->required()->check(CLI::ExistingFile);
 
+  cli::CheckOptions check;
+  cli::add_check_command(app, check);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -171,6 +175,7 @@ int main(int argc, char** argv) {
                                                     static_cast<std::size_t>(*threads));
     if (app.got_subcommand("demo")) return cli::run_demo();
     if (app.got_subcommand("inspect")) return inspect(mask_path);
+    if (app.got_subcommand("check")) return cli::run_check(check);
     if (app.got_subcommand("calibrate")) {
       const MethodConfig cal_base = default_config(cal_method);  // an unknown method: the registry's message
       require(cal_method != "dense", "--method: dense has nothing to calibrate");

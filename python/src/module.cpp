@@ -229,4 +229,5 @@ PYBIND11_MODULE(_spattn, m) {
     return names;
   });
   python::bind_plan(m);
+  python::bind_check(m);
 }
