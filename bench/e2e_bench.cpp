@@ -129,6 +129,7 @@ void kokkos_executor_arm(const char* name, const Problem& p, const TensorView& q
 std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
   std::vector<std::pair<std::string, MethodConfig>> arms;
   sparge::Config k50, k25, cdf;
+  k50.topk = 0.5f;
   k25.topk = 0.25f;
   cdf.topk = 0.0f;
   cdf.tau = {0.9f};

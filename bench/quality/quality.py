@@ -28,7 +28,7 @@ import spattn  # noqa: E402
 # BFLA, whose keep-mass γ changed nothing on the trained models of 2026-11-27, its band and rescues.
 SWEEPS = {
     "dense": [{}],
-    "sparge": [{"topk": x} for x in (0.5, 0.3, 0.7, 0.8, 0.9)] + [{"topk": 0.0}],  # topk 0: TopCdf (the paper's τ)
+    "sparge": [{"topk": x} for x in (0.9, 0.5, 0.3, 0.7, 0.8)] + [{"topk": 0.0}],  # topk 0: TopCdf (the paper's τ)
     "sale": [{"tau": x} for x in (0.004, 0.02, 0.05, 0.1, 0.2)],
     "anchor": [{"theta": x} for x in (12.0, 14.0, 16.0, 20.0, 10.0, 8.0)],
     "fgattn": [{"top_p": x} for x in (0.9, 0.95, 0.99, 0.995, 0.999)],

@@ -246,7 +246,8 @@ ExecutorOutcome check_executor(const ExecutorCase& c, const std::string& backend
 
 const std::vector<EstimatorCase>& estimator_cases() {
   static const std::vector<EstimatorCase> cases = [] {
-    sparge::Config sp_topk;  // defaults: top-k ρ = 0.5, θ = −0.1
+    sparge::Config sp_topk;  // the authors' entry point: top-k ρ = 0.5, θ = −0.1
+    sp_topk.topk = 0.5f;
     sparge::Config sp_cdf;
     sp_cdf.topk = 0.0f;
     sp_cdf.theta = {0.2f};
