@@ -246,6 +246,12 @@ KnobParams calibrate_knob(const MethodConfig& base, const std::vector<Sample>& s
   KnobParams best;
   best.method = std::string(method_name(base));
   best.option = std::string(knob->name);
+  std::visit(
+      [&](const auto& c) {
+        for (const Option& o : option_table(c).options)
+          if (o.by_name && o.field.count(&c) == 1) best.base.push_back({std::string(o.name), o.field.get(&c, 0)});
+      },
+      base);
   best.dense = true;
   best.bound = t.rel_l1;
   // Every sample whole (all heads: BFLA's masks are per KV head), with its dense output.

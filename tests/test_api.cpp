@@ -163,10 +163,14 @@ TEST_CASE("sparse_attention(): SpargeAttn's per-head pv_threshold reaches the ex
   CHECK(std::memcmp(off.data(), got.data(), got.size_bytes()) != 0);
 }
 
-TEST_CASE("the SpargeAttn default (authors' top-k entry point) is sparse, unlike the old θ = 0.6 TopCdf default") {
+TEST_CASE("the SpargeAttn default (top-k 0.9) and the authors' top-k 0.5 are sparse, unlike the θ = 0.6 TopCdf default") {
   const Workload w = test_workload(WorkloadKind::llm, 2048, 2, 1);
   const Estimate e = estimate(default_config("sparge"), w.problem, w.q.view(), w.k.view());
-  CHECK(e.mask.stats().density < 0.7);
+  CHECK(std::get<sparge::Config>(default_config("sparge")).topk == 0.9f);
+  CHECK(e.mask.stats().density < 0.92);
+  sparge::Config authors;
+  authors.topk = 0.5f;
+  CHECK(estimate(authors, w.problem, w.q.view(), w.k.view()).mask.stats().density < 0.7);
   sparge::Config old;
   old.theta = {0.6f};
   old.topk = 0.0f;
@@ -202,7 +206,7 @@ TEST_CASE("calibrate() through the dispatcher: SALE τ per head meets its bound;
   }();
   CHECK(r.estimate.method == "sale");
 
-  CHECK_THROWS_WITH_AS(calibrate(bfla::Config{}, {sample_of(w)}), doctest::Contains("no calibration"), Error);
+  CHECK_THROWS_WITH_AS(calibrate(DenseConfig{}, {sample_of(w)}), doctest::Contains("nothing to calibrate"), Error);
   CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {}), doctest::Contains("no calibration inputs"), Error);
   const Workload other = test_workload(WorkloadKind::llm, 512, 4, 1);
   CHECK_THROWS_WITH_AS(calibrate(sale::Config{}, {sample_of(w), sample_of(other)}), doctest::Contains("same heads"), Error);

@@ -56,8 +56,16 @@ Run run(const MethodConfig& config, const Workload& w) {
   return r;
 }
 
-MethodConfig with_knob(const char* method, double value) {
+/// The method's configuration for these 1024-row inputs: the default, but AnchorAttention in groups of 2 × 128 rows
+/// (its default 16 × 128 would put every row in its anchor region).
+MethodConfig base_of(const std::string& method) {
   MethodConfig c = default_config(method);
+  if (auto* a = std::get_if<anchor_attn::Config>(&c)) a->step = 2;
+  return c;
+}
+
+MethodConfig with_knob(const std::string& method, double value) {
+  MethodConfig c = base_of(method);
   const NamedValue v{std::string(main_knob(option_table(c))->name), value};
   set_options(c, {&v, 1}, UnknownOptions::error);
   return c;
@@ -69,21 +77,22 @@ TEST_CASE("calibrate: the main knob of AnchorAttention, FG-Attn and BFLA within 
   const std::uint64_t seed = test_seed();
   const std::vector<Workload> samples = {layer_input(seed), layer_input(seed + 1)};
   const Workload held_out = layer_input(seed + 2);
-  for (const char* method : {"anchor", "fgattn", "bfla"}) {
+  for (const std::string method : {"anchor", "fgattn", "bfla"}) {
     CAPTURE(method);
     const Option* knob = main_knob(option_table(method));
     REQUIRE(knob != nullptr);
     CalibrationTargets t;
-    t.rel_l1 = 0.02f;
-    const KnobParams p = std::get<KnobParams>(calibrate(default_config(method), samples_of(samples), t));
+    t.rel_l1 = 0.1f;
+    const KnobParams p = std::get<KnobParams>(calibrate(base_of(method), samples_of(samples), t));
     CHECK(p.method == method);
     CHECK(p.option == knob->name);
-    CHECK(p.bound == doctest::Approx(0.02));
+    CHECK(p.bound == doctest::Approx(0.1));
     if (p.dense) {  // then no setting of the sweep passes on the samples
+      MESSAGE(method, ": dense (no ", p.option, " setting within 0.1)");
       for (double v : knob->sweep) {
         double worst = 0;
         for (const Workload& w : samples) worst = std::max(worst, run(with_knob(method, v), w).worst);
-        CHECK(worst > 0.02 * (1 - 1e-9));
+        CHECK(worst > 0.1 * (1 - 1e-9));
       }
       continue;
     }
@@ -95,7 +104,7 @@ TEST_CASE("calibrate: the main knob of AnchorAttention, FG-Attn and BFLA within 
       worst = std::max(worst, r.worst);
       kept_density += r.density / double(samples.size());
     }
-    CHECK(worst <= 0.02 * (1 + 1e-9));
+    CHECK(worst <= 0.1 * (1 + 1e-9));
     CHECK(worst == doctest::Approx(p.worst_rel_l1).epsilon(1e-6));
     // ... and keeps no more tiles than any other passing setting (equal sample sizes: mean density = total density).
     CHECK(kept_density == doctest::Approx(p.density).epsilon(1e-9));
@@ -106,13 +115,14 @@ TEST_CASE("calibrate: the main knob of AnchorAttention, FG-Attn and BFLA within 
         w_worst = std::max(w_worst, r.worst);
         w_density += r.density / double(samples.size());
       }
-      if (w_worst <= 0.02) CHECK(w_density >= p.density * (1 - 1e-9));
+      if (w_worst <= 0.1) CHECK(w_density >= p.density * (1 - 1e-9));
     }
     // A held-out input (another seed of the same workload): reported, and within a few times the bound.
     const Run h = run(p.config(), held_out);
+    CHECK(p.density < 1.0);  // a sparse setting passes on these inputs
     MESSAGE(method, ": ", p.option, " ", p.value, " density ", p.density, ", samples ", p.worst_rel_l1, ", held-out ",
-            h.worst, " (bound 0.02)");
-    CHECK(h.worst < 4 * 0.02);
+            h.worst, " (bound 0.1)");
+    CHECK(h.worst < 4 * 0.1);
   }
 }
 
@@ -145,6 +155,7 @@ TEST_CASE("calibrated knob files: round trip, loading by name, other methods' fi
   p.bound = 0.01;
   p.worst_rel_l1 = 0.0071;
   p.density = 0.42;
+  p.base = {{"tile_q", 64.0}, {"semantics", 1.0}, {"top_p", 0.5}};  // the search's start (top_p: the knob's value wins)
   const std::string path = (dir / "fg.json").string();
   save_params_json(p, path);
   const KnobParams back = load_knob_params(path);
@@ -155,6 +166,11 @@ TEST_CASE("calibrated knob files: round trip, loading by name, other methods' fi
   CHECK(back.bound == p.bound);
   CHECK(back.worst_rel_l1 == p.worst_rel_l1);
   CHECK(back.density == p.density);
+  REQUIRE(back.base.size() == 3);
+  const fg_attn::Config fc = std::get<fg_attn::Config>(back.config());
+  CHECK(fc.tile_q == 64);
+  CHECK(fc.semantics == fg_attn::Semantics::union_keys);
+  CHECK(fc.top_p == 0.95f);
   const NamedValue file{"params", path};
   const MethodConfig c = configure_method("fgattn", {&file, 1}, 4, UnknownOptions::error);
   CHECK(std::get<fg_attn::Config>(c).top_p == 0.95f);

@@ -73,7 +73,7 @@ TEST_CASE("an alias sets the member its name sets") {
 TEST_CASE("SpargeAttn: giving tau alone selects TopCdf; with topk given too, topk stays") {
   CHECK(std::get<sparge::Config>(configured("sparge", {{"cdf_threshold", 0.9}})).topk == 0.0f);
   CHECK(std::get<sparge::Config>(configured("sparge", {{"tau", 0.9}, {"topk", 0.3}})).topk == 0.3f);
-  CHECK(std::get<sparge::Config>(configured("sparge", {{"theta", 0.1}})).topk == 0.5f);
+  CHECK(std::get<sparge::Config>(configured("sparge", {{"theta", 0.1}})).topk == 0.9f);
 }
 
 TEST_CASE("values by name: kinds, widths, choices, unknown names and doubles are errors that name them") {
@@ -143,13 +143,14 @@ TEST_CASE("the frontier's knobs are the options with a sweep") {
   CHECK(main_knob(option_table("dense")) == nullptr);
 }
 
-TEST_CASE("configure_method: a params file only for the methods that read them") {
+TEST_CASE("configure_method: a params file for every method but dense") {
   const std::vector<NamedValue> values = {{"params", std::string("p.json")}};
-  CHECK_THROWS_WITH_AS(configure_method("bfla", values, 2, UnknownOptions::skip),
-                       "params: only sparge and sale take parameter files", Error);
+  CHECK_THROWS_WITH_AS(configure_method("dense", values, 2, UnknownOptions::skip),
+                       "params: dense takes no parameter file", Error);
   CHECK(takes_params_file("sparge"));
   CHECK(takes_params_file("sale"));
-  CHECK(!takes_params_file("fgattn"));
+  CHECK(takes_params_file("fgattn"));
+  CHECK(!takes_params_file("dense"));
 }
 
 }  // namespace

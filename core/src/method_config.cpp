@@ -124,8 +124,11 @@ MethodConfig KnobParams::config() const {
   const Option* knob = main_knob(option_table(c));
   require(knob != nullptr && knob->name == option, "calibrated '", method, "': the option '", option,
           "' is not the method's main knob", knob != nullptr ? " ('" + std::string(knob->name) + "')" : std::string());
-  const NamedValue setting{option, value};
-  set_options(c, {&setting, 1}, UnknownOptions::error);
+  std::vector<NamedValue> settings;
+  for (const NamedValue& v : base)
+    if (v.name != option) settings.push_back(v);
+  settings.push_back({option, value});
+  set_options(c, settings, UnknownOptions::error);
   return c;
 }
 

@@ -169,6 +169,22 @@ void save_params_json(const KnobParams& params, const std::string& path) {
                       {"worst_rel_l1", params.worst_rel_l1},
                       {"density", params.density}};
   if (!params.dense) j["value"] = params.value;
+  const OptionTable& t = option_table(params.method);
+  nlohmann::json base = nlohmann::json::object();  // as the options' JSON types: option_value() reads them back
+  for (const NamedValue& v : params.base) {
+    const Option& o = table_option(t, v.name);
+    const double x = std::get<double>(v.value);
+    switch (o.field.kind) {
+      case OptionKind::flag: base[v.name] = x != 0.0; break;
+      case OptionKind::integer: base[v.name] = static_cast<std::int64_t>(x); break;
+      case OptionKind::choice: base[v.name] = std::string(split_names(o.choices).at(static_cast<std::size_t>(x))); break;
+      case OptionKind::real:
+        if (std::isinf(x)) base[v.name] = x > 0 ? "inf" : "-inf";
+        else base[v.name] = x;
+        break;
+    }
+  }
+  j["base"] = base;
   std::ofstream out(path);
   require(out.good(), "cannot open '", path, "' for writing");
   out << j.dump(2) << "\n";
@@ -193,6 +209,10 @@ KnobParams parse_knob_params(std::string_view text, const std::string& what) {
     require(j.at("dense").is_boolean(), "dense: expected true or false, got ", j.at("dense").dump());
     p.dense = j.at("dense").get<bool>();
     if (!p.dense) p.value = option_value(j.at("value"), t, p.option);  // checks the option exists and the value
+    if (j.contains("base")) {
+      require(j.at("base").is_object(), "base: expected an object of options, got ", j.at("base").dump());
+      for (const auto& [name, x] : j.at("base").items()) p.base.push_back({name, option_value(x, t, name)});
+    }
     p.bound = j.value("bound", 0.0);
     p.worst_rel_l1 = j.value("worst_rel_l1", 0.0);
     p.density = j.value("density", 1.0);

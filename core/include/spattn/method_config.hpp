@@ -106,14 +106,17 @@ void set_options(MethodConfig& config, std::span<const NamedValue> values, Unkno
 /// JSON by spattn/params_file.hpp ({"method", "option", "value", …}).
 struct KnobParams {
   std::string method;         ///< the registry's name
+  /// Every option (settable by name) of the configuration the search started from, by public name: numbers, flags
+  /// 0/1, choices their index (the knob among them is overridden by `value`).
+  std::vector<NamedValue> base;
   std::string option;         ///< the knob's public name
   double value = 0.0;         ///< its setting (not used when dense)
   bool dense = false;         ///< no swept setting met the bound: every tile kept (exact)
   double bound = 0.0;         ///< the per-head rel L1 bound of the search
   double worst_rel_l1 = 0.0;  ///< the worst head's rel L1 over the samples at the setting (0 when dense)
   double density = 1.0;       ///< kept / reachable tiles over the samples at the setting
-  /// The method's default configuration with the knob at `value`; a DenseConfig when dense. Throws spattn::Error when
-  /// `option` is not the method's main knob.
+  /// The configuration searched from (the registry's default with `base` set) with the knob at `value`; a DenseConfig
+  /// when dense. Throws spattn::Error when `option` is not the method's main knob or an option is bad.
   MethodConfig config() const;
 };
 
