@@ -1,5 +1,5 @@
-// libFuzzer harness: the JSON parameter files of SpargeAttn and SALE (what --params reads). A file that loads
-// must give a configuration that validates and estimates.
+// libFuzzer harness: the JSON parameter files of SpargeAttn, SALE and the calibrated main knob of the other methods
+// (what --params reads). A file that loads must give a configuration that validates and estimates.
 #include <cstdint>
 #include <string_view>
 
@@ -18,6 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (heads <= 8) spattn::fuzz::estimate_small(config, heads);
     } catch (const spattn::Error&) {
     }
+  }
+  try {
+    spattn::fuzz::estimate_small(spattn::parse_knob_params(text, "input").config(), 2);
+  } catch (const spattn::Error&) {
   }
   return 0;
 }

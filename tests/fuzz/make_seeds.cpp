@@ -81,5 +81,16 @@ int main(int argc, char** argv) {
   sale::Params sa;
   sa.tau = {0.004f, 0.0f};
   save_params_json(sa, (dir / "params" / "sale.json").string());
+  KnobParams fg;
+  fg.method = "fgattn";
+  fg.option = "top_p";
+  fg.value = 0.95;
+  fg.base = {{"tile_q", 64.0}, {"merge", 1.0}};
+  save_params_json(fg, (dir / "params" / "fgattn.json").string());
+  KnobParams bf;
+  bf.method = "bfla";
+  bf.option = "keep_ratio";
+  bf.dense = true;
+  save_params_json(bf, (dir / "params" / "bfla_dense.json").string());
   return 0;
 }
