@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dlpack_tensor.hpp"
@@ -16,6 +17,9 @@
 namespace spattn::python {
 
 struct Call {
+  Call() = default;
+  Call(std::string layout_, std::int64_t stream_) : layout(std::move(layout_)), stream(stream_) {}
+
   std::string layout = "bhnd";
   std::int64_t stream =
       1;  ///< DLPack stream of CUDA arrays (1: the legacy default stream the public API runs on)
