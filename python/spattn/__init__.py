@@ -89,7 +89,7 @@ class _Batch:
     """How a call's arrays are laid out: batched ([B, H, N, D] in `layout`) or a variable-length batch (packed
     [total, H, D] arrays and cu_seqlens, as FlashAttention's varlen functions take them), and the optional LSE."""
 
-    def __init__(self, q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
+    def __init__(self, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse):
         if (cu_seqlens_q is None) != (cu_seqlens_k is None):
             raise Error("cu_seqlens: give both cu_seqlens_q and cu_seqlens_k or neither")
         self.varlen = cu_seqlens_q is not None
@@ -188,7 +188,7 @@ def attend(q, k, v, mask, *, causal=False, scale=None, out=None, backend="auto",
     bottom-right (row i sees keys j <= i + Nkv - Nq); scale defaults to 1/sqrt(D). Returns out [B, Hq, Nq, Dv]
     (with return_lse: (out, lse); with return_stats, the stats {backend, empty_rows, visited_tiles, pv_skipped} last).
     """
-    batch = _Batch(q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+    batch = _Batch(layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
     out, out_view = batch.out(q, v, out)
     with _on_device_of(q):
         stats = _spattn.attend(*batch.arrays(q, k, v), mask, out_view, causal, scale, backend, batch.call(q))
@@ -207,7 +207,7 @@ def estimate(method, q, k, *, causal=False, scale=None, backend="auto", layout="
     "sparge.json", ...); an option the method does not take raises Error listing those it takes. With return_info:
     (mask, {method, backend, candidates, selected}).
     """
-    batch = _Batch(q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, False)
+    batch = _Batch(layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, False)
     with _on_device_of(q):
         mask, info = _spattn.estimate(method, *batch.arrays(q, k), causal, scale, backend, batch.call(q), config)
     return (mask, info) if return_info else mask
@@ -224,7 +224,7 @@ def sparse_attention(q, k, v, *, method, causal=False, scale=None, out=None, bac
     Returns out; with return_lse (out, lse); with return_mask, mask and info (the estimate's and the attend's counts)
     follow: (out[, lse], mask, info).
     """
-    batch = _Batch(q, layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+    batch = _Batch(layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
     out, out_view = batch.out(q, v, out)
     with _on_device_of(q):
         mask, info = _spattn.sparse_attention(method, *batch.arrays(q, k, v), out_view, causal, scale, backend,
