@@ -14,14 +14,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import timed  # noqa: E402 - the same CUDA-event timing as the executor's peers
+from peers import flex_on_bitmap, timed  # noqa: E402 - the same CUDA-event timing and FlexAttention build as bench/peers.py
 
 
 def main():
     mask_dir, lengths = sys.argv[1], [int(a) for a in sys.argv[2:]]
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    flex = torch.compile(flex_attention)
     H, D = 32, 128
     video = os.environ.get("WORKLOAD", "llm") == "video"
     HKV, causal = (32, False) if video else (8, True)
@@ -36,25 +33,14 @@ def main():
             print(f"{n:<7} {name:<40} {0:9.3f} {ms:9.3f} {ms:9.3f}", flush=True)
         for path in sorted(glob.glob(os.path.join(mask_dir, f"mask_{n}_*.npy"))):
             tq, tk = (int(x) for x in os.path.basename(path).split("_")[2].split("x"))
-            bits = torch.from_numpy(np.load(path)).to("cuda").bool()
-            per = H // bits.shape[0]  # a mask per K/V head (BFLA's GQA union) serves its query heads
-
-            def mask_mod(b, h, qi, kv):
-                hit = bits[h // per, qi // tq, kv // tk]
-                return hit & (qi >= kv) if causal else hit
-
-            # _compile=True: evaluated block by block (the eager form materialises the whole [H, N, N] mask)
-            build = lambda: create_block_mask(mask_mod, 1, H, n, n, device="cuda", BLOCK_SIZE=128, _compile=True)
+            bits = torch.from_numpy(np.load(path)).to("cuda").unsqueeze(0)  # [Hm, Tq, Tk] -> [1, Hm, Tq, Tk]
             try:
-                build_ms = timed(build, reps=3, warmup=1)
-                bm = build()
-                attn_ms = timed(lambda: flex(q, k, v, block_mask=bm, enable_gqa=True))
+                build_ms, attn_ms = flex_on_bitmap(q, k, v, bits, tq, tk, causal)
             except Exception as e:  # noqa: BLE001 - report and go on (e.g. out of memory at long N)
                 print(f"{n:<7} {'flex ' + os.path.basename(path)[:34]:<40} failed: {type(e).__name__}: {str(e)[:80]}")
                 continue
             name = "flex " + "_".join(os.path.basename(path)[:-4].split("_")[3:])
             print(f"{n:<7} {name:<40} {build_ms:9.3f} {attn_ms:9.3f} {build_ms + attn_ms:9.3f}", flush=True)
-
 
 if __name__ == "__main__":
     main()

@@ -28,6 +28,34 @@ def timed(fn, reps=10, warmup=3):
     return times[len(times) // 2]
 
 
+_flex = None
+
+
+def flex_on_bitmap(q, k, v, bits, tile_q, tile_k, causal, scale=None):
+    """FlexAttention on a spattn mask the way its users build one: create_block_mask from a mask function (a lookup in
+    the mask's tile bitmap bits [B or 1, Hm, Tq, Tk] on the GPU, AND causal bottom-right), compiled block by block
+    (_compile=True: the eager form materialises the whole [H, N, N] mask), BLOCK_SIZE 128; then the compiled
+    flex_attention with GQA. q [B, Hq, Nq, D], k/v [B, Hkv, Nkv, D]; a mask per K/V head (Hm < Hq) serves its query
+    heads. Returns (build ms, attention ms), CUDA events (the build: median of 3)."""
+    global _flex
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    if _flex is None:
+        _flex = torch.compile(flex_attention)
+    batch, heads, nq, nkv = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    bits = bits.bool()
+    per, offset = heads // bits.shape[1], nkv - nq
+
+    def mask_mod(b, h, qi, kv):
+        hit = bits[b if bits.shape[0] > 1 else 0, h // per, qi // tile_q, kv // tile_k]
+        return hit & (kv <= qi + offset) if causal else hit
+
+    build = lambda: create_block_mask(mask_mod, batch, heads, nq, nkv, device=q.device, BLOCK_SIZE=128, _compile=True)
+    build_ms = timed(build, reps=3, warmup=1)
+    block_mask = build()
+    attend_ms = timed(lambda: _flex(q, k, v, block_mask=block_mask, scale=scale, enable_gqa=heads != k.shape[1]))
+    return build_ms, attend_ms
+
+
 def main():
     args = sys.argv[1:]
     mask_dir = None

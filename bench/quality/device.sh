@@ -5,7 +5,10 @@
 # running or done, waits up to WAIT seconds (default 540), prints the log's tail and copies the results to $OUT.
 #   bash bench/quality/device.sh            (from the repository root; SPATTN_SYSROOT as python/tests/gpu/device.sh)
 # Environment: LM_MINUTES (default 4 at 8K, then LM32_MINUTES 1.5 at 32K), DIT_MINUTES (3 at 8 frames, then
-# DIT32_MINUTES 1 at 32 frames), QUALITY_ARGS (extra arguments of quality.py).
+# DIT32_MINUTES 1 at 32 frames), QUALITY_MINUTES (default 21: no quality row starts later than that after the
+# pipeline's start, so the whole run stays inside one session's device time), QUALITY_ARGS (extra arguments of
+# quality.py). Comes back in $OUT: quality.json and its log, the pipeline and build logs, captures.npz (the demo's
+# Q/K/V captures) and extra.tgz (the training logs and the calibrated parameter files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 STATE=${STATE:-/root/spattn-quality}
@@ -16,6 +19,7 @@ if [[ ! -e $STATE/started ]]; then
   cat > "$STATE/pipeline.sh" <<PIPE
 cd $PWD
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+deadline=\$(( \$(date +%s) + ${QUALITY_MINUTES:-21} * 60 ))
 (SPATTN_BUILD_ONLY=1 bash python/tests/gpu/device.sh > $STATE/build.log 2>&1; echo "build rc \$?" >> $STATE/build.log) &
 build=\$!
 python3 bench/quality/train.py lm --seqlen 8192 --minutes ${LM_MINUTES:-4} --out $STATE/lm8k &&
@@ -26,7 +30,7 @@ echo "train rc \$?"
 wait \$build
 tail -3 $STATE/build.log
 PYTHONPATH=$PWD/build-python-cuda/python python3 bench/quality/quality.py --lm $STATE/lm --dit $STATE/dit \
-  --out $STATE/quality.json --time ${QUALITY_ARGS:-}
+  --out $STATE/quality.json --time --calibrate --captures $STATE/captures.npz --deadline \$deadline ${QUALITY_ARGS:-}
 echo "quality rc \$?"
 touch $STATE/done
 PIPE
@@ -36,7 +40,9 @@ end=$(( $(date +%s) + WAIT ))
 while [[ ! -e $STATE/done && $(date +%s) -lt $end ]]; do sleep 10; done
 [[ -e $STATE/done ]] && echo "pipeline: done" || echo "pipeline: still running"
 if [[ -n ${OUT:-} ]]; then
-  for f in quality.json quality.json.log pipeline.log build.log; do [[ -e $STATE/$f ]] && cp "$STATE/$f" "$OUT/"; done
-  for m in lm8k lm dit8 dit; do [[ -e $STATE/$m/log.json ]] && cp "$STATE/$m/log.json" "$OUT/train-$m.json"; done
+  for f in quality.json quality.json.log pipeline.log build.log captures.npz; do
+    [[ -e $STATE/$f ]] && cp "$STATE/$f" "$OUT/"
+  done
+  (cd "$STATE" && tar czf "$OUT/extra.tgz" --ignore-failed-read */log.json calibrated 2>/dev/null)
 fi
 grep -v "^+ " "$STATE/pipeline.log" | tail -60

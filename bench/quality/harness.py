@@ -97,6 +97,20 @@ def spattn_attention(method, **config):
     return attention
 
 
+def calibrated_attention(method, params):
+    """spattn_attention with layer i's calibrated parameters: params[i] is a calibrate() JSON file (spattn.calibrate
+    on that layer's samples). Calls come in layer order, so call c is layer c mod len(params)."""
+    calls = [0]
+
+    def attention(q, k, v, causal, scale):
+        path = params[calls[0] % len(params)]
+        calls[0] += 1
+        out, mask, _ = spattn.sparse_attention(q, k, v, method=method, causal=causal, scale=scale, return_mask=True,
+                                               params=path)
+        return out, mask
+    return attention
+
+
 def oracle_attention(tile_q, tile_k, per_kv_head=False, **budget):
     """The oracle mask (exact tile mass, spattn.oracle_mask, on the CPU reference) at tile_q × tile_k and one budget
     (density=ρ, mass=τ or threshold=ε), then spattn.attend over it: the limit of any estimator at that tile shape."""

@@ -24,23 +24,49 @@ import train  # noqa: E402
 
 import spattn  # noqa: E402
 
-# Each method's settings swept: its main knob (the first setting is the method's default in the registry), and for
-# BFLA, whose keep-mass γ changed nothing on the trained models of 2026-11-27, its band and rescues.
+# Each method's settings swept: its main knob (the first setting is the method's default in the registry); for BFLA,
+# whose keep-mass γ changed nothing on the trained models of 2026-11-27, its top-k floor (keep_ratio), band and rescues.
 SWEEPS = {
     "dense": [{}],
     "sparge": [{"topk": x} for x in (0.9, 0.5, 0.3, 0.7, 0.8)] + [{"topk": 0.0}],  # topk 0: TopCdf (the paper's τ)
     "sale": [{"tau": x} for x in (0.004, 0.02, 0.05, 0.1, 0.2)],
-    "anchor": [{"theta": x} for x in (12.0, 14.0, 16.0, 20.0, 10.0, 8.0)],
+    "anchor": [{"theta": x} for x in (12.0, 14.0, 16.0, 20.0, 10.0)],
     "fgattn": [{"top_p": x} for x in (0.9, 0.95, 0.99, 0.995, 0.999)],
-    "bfla": [{"gamma": 0.99}, {"gamma": 0.999}, {"n_local": 16}, {"n_local": 32}, {"rho": 0.1}, {"rho": 0.3}],
+    "bfla": [{"gamma": 0.99}, {"keep_ratio": 0.1}, {"keep_ratio": 0.3}, {"keep_ratio": 0.5}, {"n_local": 32},
+             {"rho": 0.3}],
 }
+# At the DiT's 32K, where AnchorAttention takes over a minute a setting, the settings that can still be a default
+# (those within about +1 % at 8K in the last run, and each method's default).
+LONG_DIT = {
+    "dense": [{}],
+    "sparge": [{"topk": 0.9}, {"topk": 0.7}, {"topk": 0.0}],
+    "sale": [{"tau": x} for x in (0.004, 0.02, 0.05)],
+    "anchor": [{"theta": 16.0}, {"theta": 20.0}],
+    "fgattn": [{"top_p": x} for x in (0.9, 0.99, 0.995, 0.999)],
+    "bfla": [{"gamma": 0.99}, {"keep_ratio": 0.3}, {"keep_ratio": 0.5}],
+}
+# calibrate() per layer on a training input (not the held-out one), then the held-out loss with those parameters:
+# SpargeAttn and SALE with their papers' targets, the others against two per-head rel L1 bounds.
+CALIBRATIONS = [("sale", {}), ("sparge", {}), ("fgattn", {"rel_l1": 0.002}), ("fgattn", {"rel_l1": 0.01}),
+                ("bfla", {"rel_l1": 0.002}), ("bfla", {"rel_l1": 0.01}), ("anchor", {"rel_l1": 0.002}),
+                ("anchor", {"rel_l1": 0.01})]
 
 
-def settings(methods=None):
-    for method, configs in SWEEPS.items():
+def settings(methods=None, sweeps=SWEEPS):
+    for method, configs in sweeps.items():
         if methods is None or method in methods:
             for config in configs:
                 yield method, config
+
+
+class Deadline:
+    """Rows not started by `at` (time.time()) are skipped and recorded as such: the run ends inside its device time."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def passed(self):
+        return self.at is not None and time.time() > self.at
 
 
 def synchronize():
@@ -57,40 +83,68 @@ def evaluate(loss_fn, layers, attention, compare=True):
     return loss, record.summary(), time.time() - start
 
 
-def run_model(name, model, loss_fn, layers, causal, oracle_densities, log, rows):
-    """Appends a row per setting to `rows` as it goes (the caller saves them after each: a run cut short keeps what it
-    measured)."""
-    dense_loss = loss_fn()  # the model's own attention, unswapped
-    log(f"{name}: dense loss {dense_loss:.5f}")
-    for method, config in settings(getattr(log, "methods", None)):
-        row = {"model": name, "method": method, "config": config}
+def measure(name, method, config, attention, loss_fn, dense_loss, layers, log, rows, deadline, **extra):
+    """One row: the held-out loss with `attention` in every layer, against dense. Appended to `rows` and saved at once
+    (a run cut short keeps what it measured)."""
+    row = {"model": name, "method": method, "config": config, **extra}
+    if deadline.passed():
+        row["error"] = "skipped: the run's deadline had passed"
+    else:
         try:
-            loss, summary, seconds = evaluate(loss_fn, layers, harness.spattn_attention(method, **config))
+            loss, summary, seconds = evaluate(loss_fn, layers, attention())
             row.update(loss=loss, increase=100 * (loss / dense_loss - 1), seconds=seconds, **summary)
             log(f"{name} {method} {config}: density {summary['density']:.3f} loss {loss:.5f} "
                 f"({row['increase']:+.3f} %) rel L1 {sum(summary['layer_rel_l1']) / layers:.4f} [{seconds:.1f} s]")
         except Exception as e:  # a setting a backend refuses: recorded, the table goes on
             row["error"] = f"{type(e).__name__}: {e}"
-            log(f"{name} {method} {config}: ERROR {row['error']}")
             traceback.print_exc()
-        rows.append(row)
-        log.save()
+    if "error" in row:
+        log(f"{name} {method} {config}: {row['error']}")
+    rows.append(row)
+    log.save()
+    return row
+
+
+def run_model(name, loss_fn, layers, sweeps, calibrated, oracle_densities, log, rows, deadline):
+    """The sweep, then the calibrated settings ({(method, targets): per-layer params files}), then the oracle."""
+    dense_loss = loss_fn()  # the model's own attention, unswapped
+    log(f"{name}: dense loss {dense_loss:.5f}")
+    for method, config in settings(getattr(log, "methods", None), sweeps):
+        measure(name, method, config, lambda: harness.spattn_attention(method, **config), loss_fn, dense_loss, layers,
+                log, rows, deadline)
+    for (method, targets), params in calibrated.items():
+        measure(name, method, {"calibrated": dict(targets)}, lambda: harness.calibrated_attention(method, params),
+                loss_fn, dense_loss, layers, log, rows, deadline, params=params)
     for tile_q, tile_k in oracle_densities["shapes"]:
         for density in oracle_densities["densities"]:
-            row = {"model": name, "method": "oracle", "config": {"tile_q": tile_q, "tile_k": tile_k,
-                                                                  "density": density}}
-            try:
-                loss, summary, seconds = evaluate(loss_fn, layers,
-                                                  harness.oracle_attention(tile_q, tile_k, density=density))
-                row.update(loss=loss, increase=100 * (loss / dense_loss - 1), seconds=seconds, **summary)
-                log(f"{name} oracle {tile_q}x{tile_k} rho {density}: density {summary['density']:.3f} loss "
-                    f"{loss:.5f} ({row['increase']:+.3f} %) [{seconds:.1f} s]")
-            except Exception as e:
-                row["error"] = f"{type(e).__name__}: {e}"
-                log(f"{name} oracle: ERROR {row['error']}")
-            rows.append(row)
-            log.save()
+            measure(name, "oracle", {"tile_q": tile_q, "tile_k": tile_k, "density": density},
+                    lambda: harness.oracle_attention(tile_q, tile_k, density=density), loss_fn, dense_loss, layers,
+                    log, rows, deadline)
     return dense_loss
+
+
+def calibrate_layers(tag, captured, directory, log, deadline, methods):
+    """spattn.calibrate per layer on a training input's captured (q, k, v): {(method, targets): [params file of each
+    layer]} for the CALIBRATIONS whose method is swept (a method that fails is logged and left out)."""
+    os.makedirs(directory, exist_ok=True)
+    out = {}
+    for method, targets in CALIBRATIONS:
+        if method not in methods or deadline.passed():
+            continue
+        key = (method, tuple(sorted(targets.items())))
+        suffix = "-".join(f"{k}{v}" for k, v in sorted(targets.items()))
+        try:
+            start, paths = time.time(), []
+            for i, (q, k, v, causal, scale) in enumerate(captured):
+                path = os.path.join(directory, f"{tag}-{method}{'-' + suffix if suffix else ''}-layer{i}.json")
+                spattn.calibrate(method, [(q, k, v)], path, causal=causal, scale=scale, **targets)
+                paths.append(path)
+            out[key] = paths
+            log(f"{tag}: calibrated {method} {targets} on {len(captured)} layers in {time.time() - start:.1f} s")
+        except Exception as e:
+            log(f"{tag}: calibrate {method} {targets}: ERROR {type(e).__name__}: {e}")
+            traceback.print_exc()
+    return out
 
 
 def capture_qkv(forward, layers):
@@ -106,12 +160,33 @@ def capture_qkv(forward, layers):
     return captured
 
 
-def time_settings(name, captured, rows, log):
+def bf16_bits(x):
+    """A bf16 tensor as the uint16 bit patterns spattn's npy reader takes for bf16 (NumPy has no bf16)."""
+    import numpy as np
+    return x.to(torch.bfloat16).contiguous().cpu().view(torch.int16).numpy().view(np.uint16)
+
+
+def add_capture(captures, prefix, captured, layer, heads_q, heads_kv):
+    """Layer `layer`'s first heads_q query heads and heads_kv K/V heads, [H, N, D] bf16 bits, for the demo's
+    committed captures (the scale and causality beside them)."""
+    q, k, v, causal, scale = captured[layer]
+    captures[prefix + "_q"] = bf16_bits(q[0, :heads_q])
+    captures[prefix + "_k"] = bf16_bits(k[0, :heads_kv])
+    captures[prefix + "_v"] = bf16_bits(v[0, :heads_kv])
+    import numpy as np
+    scale = scale if scale is not None else q.shape[-1] ** -0.5  # SDPA's default
+    captures[prefix + "_meta"] = np.array([float(causal), float(scale), float(layer)])
+
+
+def time_settings(name, captured, rows, log, deadline, flex_rows):
     """Per setting: spattn.Plan (estimate + attend on the device) summed over the layers' captured inputs, against
-    cuDNN SDPA on the same inputs (K/V repeated to the query heads outside the timing)."""
+    cuDNN SDPA on the same inputs (K/V repeated to the query heads outside the timing); for the rows flex_rows(row)
+    picks, FlexAttention on each layer's mask from that Plan (bench/peers.py: create_block_mask from the mask's tile
+    bitmap, its build counted, spattn's estimate not)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from peers import timed as cuda_time  # median of CUDA-event timings after warm-up (bench/peers.py)
+    from peers import flex_on_bitmap
     cudnn = 0.0
     for q, k, v, causal, scale in captured:
         kr = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
@@ -121,19 +196,39 @@ def time_settings(name, captured, rows, log):
                                                                                         scale=scale))
     log(f"{name}: cuDNN SDPA {cudnn:.3f} ms over {len(captured)} layers")
     for row in rows:
-        if row["method"] == "oracle" or "error" in row:
+        if row["method"] == "oracle" or "error" in row or deadline.passed():
             continue
         try:
-            total = 0.0
-            for q, k, v, causal, scale in captured:
-                plan = spattn.Plan(q, k, v, method=row["method"], causal=causal, scale=scale, **row["config"])
+            total, flex_build, flex_attend = 0.0, 0.0, 0.0
+            for layer, (q, k, v, causal, scale) in enumerate(captured):
+                config = dict(row["config"]) if "params" not in row else {"params": row["params"][layer]}
+                plan = spattn.Plan(q, k, v, method=row["method"], causal=causal, scale=scale, **config)
                 out = torch.empty_like(q)
                 total += cuda_time(lambda: plan.run(q, k, v, out))
+                if flex_rows(row):
+                    mask = plan.mask()
+                    bits = torch.from_numpy(mask.to_bitmap()).to(q.device)
+                    build_ms, attend_ms = flex_on_bitmap(q, k, v, bits, mask.tile_q, mask.tile_k, causal, scale)
+                    flex_build += build_ms
+                    flex_attend += attend_ms
             row.update(ms=total, cudnn_ms=cudnn, speedup=cudnn / total)
-            log(f"{name} {row['method']} {row['config']}: {total:.3f} ms, {cudnn / total:.2f}x cuDNN")
+            if flex_rows(row):
+                row.update(flex_build_ms=flex_build, flex_ms=flex_attend)
+            log(f"{name} {row['method']} {row['config']}: {total:.3f} ms, {cudnn / total:.2f}x cuDNN"
+                + (f"; flex {flex_build:.2f} + {flex_attend:.2f} ms" if flex_rows(row) else ""))
         except Exception as e:
             row["time_error"] = f"{type(e).__name__}: {e}"
             log(f"{name} {row['method']} {row['config']}: time ERROR {row['time_error']}")
+            traceback.print_exc()
+        log.save()
+
+
+def flex_worthy(default_configs):
+    """The rows FlexAttention runs on: each method's default and every setting within +1 %."""
+    def pick(row):
+        return row["method"] != "dense" and (row["config"] == default_configs.get(row["method"])
+                                             or row.get("increase", 1e9) <= 1.0)
+    return pick
 
 
 def main():
@@ -145,16 +240,25 @@ def main():
     ap.add_argument("--lm-sequences", default="8,2", help="held-out windows at each length")
     ap.add_argument("--dit-clips", default="4,1", help="held-out clips at each length")
     ap.add_argument("--oracle", default="8192", help="lengths at which the oracle runs (it is on the CPU)")
+    ap.add_argument("--oracle-densities", default="0.1,0.2,0.3")
     ap.add_argument("--time", action="store_true", help="time each setting at the longest length")
     ap.add_argument("--methods", default=",".join(SWEEPS), help="the methods to sweep (oracle: --oracle)")
+    ap.add_argument("--calibrate", action="store_true", help="calibrate() per layer and measure it (CALIBRATIONS)")
+    ap.add_argument("--captures", help="write small captures of both models' Q/K/V here (.npz, for the demo)")
+    ap.add_argument("--deadline", type=float, help="epoch seconds after which no row starts (recorded as skipped)")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     log_file = open(args.out + ".log", "a")
     results = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "models": {}, "rows": []}
+    deadline = Deadline(args.deadline)
+    captures = {}
 
     def save():
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
+        if args.captures and captures:
+            import numpy as np
+            np.savez_compressed(args.captures, **captures)
 
     def log(msg):
         print(msg, flush=True)
@@ -163,25 +267,46 @@ def main():
     log.save = save
     log.methods = args.methods.split(",")
     oracle_lengths = {int(x) for x in args.oracle.split(",") if x}
+    oracle_densities = [float(x) for x in args.oracle_densities.split(",") if x]
+    defaults = {m: configs[0] for m, configs in SWEEPS.items()}
+    calib_dir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "calibrated")
+
+    def oracle_at(n):
+        return {"shapes": [(32, 32)] if n in oracle_lengths else [], "densities": oracle_densities}
+
+    def stage(name, loss_fn, layers, n, calibrated, capture):
+        sweeps = LONG_DIT if name == "dit-32k" else SWEEPS
+        dense = run_model(name, loss_fn, layers, sweeps, calibrated, oracle_at(n), log, results["rows"], deadline)
+        if args.time and n == max(lengths):
+            time_settings(name, capture(), [r for r in results["rows"] if r["model"] == name], log, deadline,
+                          flex_worthy(defaults))
+        save()
+        return dense
+
     if args.lm:
         _, lm = train.load(args.lm)
         layers = lm.config.num_hidden_layers
-        _, held = corpus.build()
+        train_stream, held = corpus.build()
         held = torch.from_numpy(held.copy())
         results["models"]["lm"] = {"config": train.LM_CONFIG, "held_out_bytes": len(held),
                                    "train_log": json.load(open(os.path.join(args.lm, "log.json")))}
+        forward = lambda windows: harness.lm_loss_on(lm, windows)
+        if args.captures:  # one GQA group (3 query heads, 1 K/V head) of the middle layer, 4096 held-out bytes
+            window = torch.from_numpy(corpus.windows(held.numpy(), 4096, 1, seed=4242)).cuda()
+            add_capture(captures, "lm", capture_qkv(lambda: forward(window), layers), layers // 2, 3, 1)
+            save()
+        calibrated = {}
+        if args.calibrate:  # on one 8K window of the training text
+            window = torch.from_numpy(corpus.windows(train_stream, 8192, 1, seed=99)).cuda()
+            calibrated = calibrate_layers("lm", capture_qkv(lambda: forward(window), layers), calib_dir, log, deadline,
+                                          log.methods)
+        del train_stream
         for n, count in zip(lengths, [int(x) for x in args.lm_sequences.split(",")]):
             windows = torch.from_numpy(corpus.windows(held.numpy(), n, count, seed=1234)).cuda()
             name = f"lm-{n // 1024}k"
-            oracle = {"shapes": [(128, 128), (32, 32)] if n in oracle_lengths else [],
-                      "densities": [0.1, 0.2, 0.3, 0.5]}
-            dense = run_model(name, lm, lambda: harness.lm_loss_on(lm, windows), layers, True, oracle, log,
-                              results["rows"])
-            results["models"]["lm"][f"dense_loss_{n}"] = dense
-            if args.time and n == max(lengths):
-                captured = capture_qkv(lambda: harness.lm_loss_on(lm, windows[:1]), layers)
-                time_settings(name, captured, [r for r in results["rows"] if r["model"] == name], log)
-            save()
+            results["models"]["lm"][f"dense_loss_{n}"] = stage(
+                name, lambda: forward(windows), layers, n, calibrated,
+                lambda: capture_qkv(lambda: forward(windows[:1]), layers))
         del lm
         torch.cuda.empty_cache()
     if args.dit:
@@ -189,21 +314,29 @@ def main():
         layers = len(dit.blocks)
         results["models"]["dit"] = {"config": train.DIT_CONFIG,
                                     "train_log": json.load(open(os.path.join(args.dit, "log.json")))}
-        for n, count in zip(lengths, [int(x) for x in args.dit_clips.split(",")]):
-            frames = n // (train.DIT_PIXELS // train.DIT_CONFIG["patch"]) ** 2
-            videos = clips.clips(count, frames, train.DIT_PIXELS, train.DIT_PIXELS, seed=987654321, device="cuda")
-            videos = videos.to(torch.bfloat16)
-            name = f"dit-{n // 1024}k"
-            levels = [0.25, 0.5, 0.75]
-            oracle = {"shapes": [(128, 128), (32, 32)] if n in oracle_lengths else [],
-                      "densities": [0.1, 0.2, 0.3, 0.5]}
-            loss_fn = lambda: harness.dit_loss_on(dit, videos, levels, seed=4321)
-            dense = run_model(name, dit, loss_fn, layers, False, oracle, log, results["rows"])
-            results["models"]["dit"][f"dense_loss_{n}"] = dense
-            if args.time and n == max(lengths):
-                captured = capture_qkv(lambda: harness.dit_loss_on(dit, videos[:1], levels[:1], seed=4321), layers)
-                time_settings(name, captured, [r for r in results["rows"] if r["model"] == name], log)
+        tokens_per_frame = (train.DIT_PIXELS // train.DIT_CONFIG["patch"]) ** 2
+
+        def videos_of(count, frames, seed):
+            return clips.clips(count, frames, train.DIT_PIXELS, train.DIT_PIXELS, seed=seed,
+                               device="cuda").to(torch.bfloat16)
+        levels = [0.25, 0.5, 0.75]
+        if args.captures:  # 2 of the middle layer's heads, one 2-frame clip (2048 tokens) at noise level 0.5
+            clip = videos_of(1, 2, seed=424242)
+            add_capture(captures, "dit", capture_qkv(lambda: harness.dit_loss_on(dit, clip, [0.5], seed=7), layers),
+                        layers // 2, 2, 2)
             save()
+        calibrated = {}
+        if args.calibrate:  # on one 8-frame training-distribution clip (not the held-out seed)
+            clip = videos_of(1, 8, seed=12345)
+            calibrated = calibrate_layers("dit", capture_qkv(lambda: harness.dit_loss_on(dit, clip, [0.5], seed=11),
+                                                             layers), calib_dir, log, deadline, log.methods)
+        for n, count in zip(lengths, [int(x) for x in args.dit_clips.split(",")]):
+            videos = videos_of(count, n // tokens_per_frame, seed=987654321)
+            name = f"dit-{n // 1024}k"
+            loss_fn = lambda: harness.dit_loss_on(dit, videos, levels, seed=4321)
+            results["models"]["dit"][f"dense_loss_{n}"] = stage(
+                name, loss_fn, layers, n, calibrated,
+                lambda: capture_qkv(lambda: harness.dit_loss_on(dit, videos[:1], levels[:1], seed=4321), layers))
     save()
     print("\n| model | method | setting | density | loss Δ % | mean rel L1 | ms | × cuDNN |")
     print("|---|---|---|---|---|---|---|---|")
