@@ -16,8 +16,10 @@ WAIT=${WAIT:-540}
 mkdir -p "$STATE"
 if [[ ! -e $STATE/started ]]; then
   touch "$STATE/started"
+  # The pipeline runs on a private copy: a later call's fresh working tree cannot change it mid-run.
+  mkdir -p "$STATE/src" && cp -a . "$STATE/src/"
   cat > "$STATE/pipeline.sh" <<PIPE
-cd $PWD
+cd $STATE/src
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 deadline=\$(( \$(date +%s) + ${QUALITY_MINUTES:-21} * 60 ))
 (SPATTN_BUILD_ONLY=1 bash python/tests/gpu/device.sh > $STATE/build.log 2>&1; echo "build rc \$?" >> $STATE/build.log) &
@@ -29,7 +31,7 @@ python3 bench/quality/train.py dit --frames 32 --minutes ${DIT32_MINUTES:-1} --i
 echo "train rc \$?"
 wait \$build
 tail -3 $STATE/build.log
-PYTHONPATH=$PWD/build-python-cuda/python python3 bench/quality/quality.py --lm $STATE/lm --dit $STATE/dit \
+PYTHONPATH=$STATE/src/build-python-cuda/python python3 bench/quality/quality.py --lm $STATE/lm --dit $STATE/dit \
   --out $STATE/quality.json --time --calibrate --captures $STATE/captures.npz --deadline \$deadline ${QUALITY_ARGS:-}
 echo "quality rc \$?"
 touch $STATE/done
