@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "common.hpp"
 #include "spattn/error.hpp"
+#include "spattn/npy.hpp"
 #include "spattn/workload.hpp"
 
 namespace spattn::test {
@@ -149,6 +152,48 @@ TEST_CASE("bad workload specs are rejected naming the field") {
   CHECK(err([](WorkloadSpec& s) { s.grid = VideoGrid{0, 0, 0}; }) ==
         "workload grid: frames, height and width must be >= 1, got 0×0×0");
   CHECK_THROWS_AS(parse_workload_kind("text"), Error);
+}
+
+TEST_CASE("a captured workload reads back the bits written, with its causality and scale") {
+  // Random bf16 bit patterns of finite values (exponent field below 0xff), a random shape and scale.
+  const std::int64_t hkv = 1 + static_cast<std::int64_t>(uniform(0, 2)), hq = hkv * (1 + static_cast<std::int64_t>(uniform(0, 3)));
+  const std::int64_t n = 1 + static_cast<std::int64_t>(uniform(0, 300)), d = 64;
+  const auto bits = [&](std::int64_t heads) {
+    std::vector<std::uint16_t> v(static_cast<std::size_t>(heads * n * d));
+    for (auto& x : v) x = static_cast<std::uint16_t>(static_cast<std::uint32_t>(uniform(0, 65536)) & 0xbfffu);
+    return v;
+  };
+  const std::vector<std::uint16_t> q = bits(hq), k = bits(hkv), v = bits(hkv);
+  const bool causal = uniform(0, 1) < 0.5;
+  const double scale = uniform(0.01, 1.0);
+  const std::string path = "test_capture_" + std::to_string(test_seed()) + ".npz";
+  write_npz(path, {{"m_q", NpyArray::from_vector(q, {hq, n, d})},
+                   {"m_k", NpyArray::from_vector(k, {hkv, n, d})},
+                   {"m_v", NpyArray::from_vector(v, {hkv, n, d})},
+                   {"m_meta", NpyArray::from_vector(std::vector<double>{causal ? 1.0 : 0.0, scale, 3.0}, {3})},
+                   {"x_q", NpyArray::from_vector(std::vector<float>(4, 1.0f), {1, 2, 2})}});
+  const Workload w = read_capture(path, "m");
+  CHECK(w.problem.heads_q == hq);
+  CHECK(w.problem.heads_kv == hkv);
+  CHECK(w.problem.seqlen_q == n);
+  CHECK(w.problem.seqlen_kv == n);
+  CHECK(w.problem.causal == causal);
+  CHECK(w.problem.softmax_scale() == static_cast<float>(scale));
+  CHECK(w.q.dtype() == DType::bf16);
+  CHECK(std::memcmp(w.q.data(), q.data(), q.size() * 2) == 0);
+  CHECK(std::memcmp(w.k.data(), k.data(), k.size() * 2) == 0);
+  CHECK(std::memcmp(w.v.data(), v.data(), v.size() * 2) == 0);
+  const auto error = [&](const char* prefix) {
+    try {
+      read_capture(path, prefix);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error("y").find("no array y_q") != std::string::npos);
+  CHECK(error("x").find("x_q must be a 3-d [H, N, D] array of bf16 bit patterns") != std::string::npos);
+  std::remove(path.c_str());
 }
 
 }  // namespace

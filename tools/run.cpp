@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "mask_png.hpp"
@@ -146,6 +147,36 @@ std::string to_json(const RunResult& r) {
   return j.dump();
 }
 
+namespace {
+
+/// What each method's default cost on the whole trained models (written by bench/quality/report.py from the quality
+/// run): the demo's captures show one layer's density and rel L1; the loss is the model's.
+void print_measured_quality(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    std::fprintf(stderr, "no %s: the measured loss increases are not printed\n", path.c_str());
+    return;
+  }
+  std::fclose(f);
+  const std::vector<std::uint8_t> bytes = read_file(path);
+  const nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  std::printf("\nlm-4k / dit-2k: one layer of the trained models of bench/results/quality.md (%s, %s). The held-out\n"
+              "loss increase of each default in every layer of the whole model, against dense attention:\n",
+              j.at("gpu").get<std::string>().c_str(), j.at("commit").get<std::string>().c_str());
+  const char* columns[] = {"lm-8k", "lm-32k", "dit-8k", "dit-32k"};
+  std::printf("%-10s %-24s %9s %9s %9s %9s\n", "method", "setting", "LM 8K", "LM 32K", "DiT 8K", "DiT 32K");
+  for (const auto& [method, row] : j.at("defaults").items()) {
+    std::printf("%-10s %-24s", method.c_str(), row.at("setting").get<std::string>().c_str());
+    for (const char* c : columns) {
+      if (row.contains(c) && row.at(c).is_number()) std::printf(" %+8.2f%%", row.at(c).get<double>());
+      else std::printf(" %9s", "—");
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
 int run_demo() {
   struct DemoWorkload {
     const char* name;
@@ -170,20 +201,32 @@ int run_demo() {
     random.seqlen = 2048;
     workloads.push_back({"random", random});
   }
+  // One layer of each trained model of the quality table (bench/results/quality.md), committed small: data/README.md.
+  const std::string captures = std::string(SPATTN_DATA_DIR) + "/captures.npz";
+  std::vector<std::pair<const char*, Workload>> captured;
+  if (std::FILE* f = std::fopen(captures.c_str(), "rb")) {
+    std::fclose(f);
+    captured.emplace_back("lm-4k", read_capture(captures, "lm"));
+    captured.emplace_back("dit-2k", read_capture(captures, "dit"));
+  } else {
+    std::fprintf(stderr, "no %s: the trained models' captures are skipped\n", captures.c_str());
+  }
   std::vector<RunResult> results;
-  const std::size_t total = workloads.size() * method_registry().size();
+  const std::size_t total = (workloads.size() + captured.size()) * method_registry().size();
   std::size_t done = 0;
-  for (const DemoWorkload& dw : workloads) {
-    const Workload w = make_workload(dw.spec);
+  const auto run_all = [&](const char* name, const Workload& w) {
     for (const MethodInfo& m : method_registry()) {
-      std::fprintf(stderr, "[%zu/%zu] %s on %s (%s)\n", ++done, total, std::string(m.name).c_str(), dw.name,
+      std::fprintf(stderr, "[%zu/%zu] %s on %s (%s)\n", ++done, total, std::string(m.name).c_str(), name,
                    w.problem.describe().c_str());
       RunOptions options;
       options.method = std::string(m.name);
-      results.push_back(run_method(options, w, dw.name));
+      results.push_back(run_method(options, w, name));
     }
-  }
+  };
+  for (const DemoWorkload& dw : workloads) run_all(dw.name, make_workload(dw.spec));
+  for (const auto& [name, w] : captured) run_all(name, w);
   print_table(results);
+  if (!captured.empty()) print_measured_quality(std::string(SPATTN_DATA_DIR) + "/quality-defaults.json");
   return 0;
 }
 

@@ -47,10 +47,13 @@
 #include "spattn/workload.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <vector>
 
 #include "spattn/checked.hpp"
 #include "spattn/error.hpp"
+#include "spattn/npy.hpp"
 
 namespace spattn {
 namespace {
@@ -269,6 +272,47 @@ Workload make_workload(const WorkloadSpec& s) {
         }
       }
     }
+  return w;
+}
+
+Workload read_capture(const std::string& npz_path, const std::string& prefix) {
+  const std::map<std::string, NpyArray> arrays = read_npz(npz_path);
+  const auto array = [&](const char* name) -> const NpyArray& {
+    const auto it = arrays.find(prefix + "_" + name);
+    require(it != arrays.end(), "capture '", npz_path, "': no array ", prefix, "_", name);
+    return it->second;
+  };
+  const auto tensor = [&](const char* name) {
+    const NpyArray& a = array(name);
+    require(a.descr == "<u2" && a.shape.size() == 3, "capture '", npz_path, "': ", prefix, "_", name,
+            " must be a 3-d [H, N, D] array of bf16 bit patterns ('<u2'), got ", a.descr, " with ", a.shape.size(),
+            " dimensions");
+    HostTensor t(DType::bf16, 1, a.shape[0], a.shape[1], a.shape[2]);
+    require(t.size_bytes() == a.data.size(), "capture '", npz_path, "': ", prefix, "_", name, " is truncated");
+    std::memcpy(t.data(), a.data.data(), a.data.size());
+    require(t.all_finite(), "capture '", npz_path, "': ", prefix, "_", name, " holds NaN or infinity");
+    return t;
+  };
+  Workload w;
+  w.q = tensor("q");
+  w.k = tensor("k");
+  w.v = tensor("v");
+  const std::vector<double> meta = array("meta").to_vector<double>();
+  require(meta.size() == 3, "capture '", npz_path, "': ", prefix, "_meta must hold [causal, scale, layer]");
+  Problem& p = w.problem;
+  p.batch = 1;
+  p.heads_q = w.q.heads();
+  p.heads_kv = w.k.heads();
+  p.seqlen_q = w.q.seqlen();
+  p.seqlen_kv = w.k.seqlen();
+  p.head_dim = w.q.dim();
+  p.head_dim_v = w.v.dim();
+  p.causal = meta[0] != 0.0;
+  p.scale = static_cast<float>(meta[1]);
+  p.dtype = DType::bf16;
+  require(w.k.dim() == p.head_dim && w.v.seqlen() == p.seqlen_kv && w.v.heads() == p.heads_kv, "capture '", npz_path,
+          "': ", prefix, "_q/_k/_v shapes disagree");
+  p.validate();
   return w;
 }
 

@@ -48,4 +48,9 @@ struct Workload {
 /// Builds the workload; throws spattn::Error on an invalid spec (names the field).
 Workload make_workload(const WorkloadSpec& spec);
 
+/// A captured workload: one layer's Q, K, V of a trained model, as bench/quality/quality.py --captures writes them
+/// into an .npz — arrays PREFIX_q [Hq, N, D], PREFIX_k and PREFIX_v [Hkv, N, D] (bf16 bit patterns, '<u2') and
+/// PREFIX_meta [causal, softmax scale, layer] ('<f8'). B = 1. Throws spattn::Error naming the file and the array.
+Workload read_capture(const std::string& npz_path, const std::string& prefix);
+
 }  // namespace spattn
