@@ -6,7 +6,6 @@ Prints the markdown tables (per model and length: each setting's density, loss i
 where timed, ms and × cuDNN; the speed-at-quality summary) and writes the plot of loss increase against density.
 """
 import json
-import sys
 
 METHODS = ["sparge", "sale", "anchor", "fgattn", "bfla"]
 NAMES = {"sparge": "SpargeAttn", "sale": "SALE", "anchor": "AnchorAttention", "fgattn": "FG-Attn", "bfla": "BFLA",
@@ -17,6 +16,9 @@ def setting(row):
     c = row["config"]
     if row["method"] == "oracle":
         return f"{c['tile_q']}×{c['tile_k']} ρ {c['density']}"
+    if "calibrated" in c:
+        targets = c["calibrated"]
+        return "calibrated" + (f" (rel L1 ≤ {targets['rel_l1']})" if "rel_l1" in targets else " (the paper's targets)")
     return ", ".join(f"{k} {v}" for k, v in c.items()) or "—"
 
 
@@ -36,18 +38,29 @@ def tables(data):
     for m in models:
         rows = [r for r in data["rows"] if r["model"] == m]
         timed = any("ms" in r for r in rows)
+        flex = any("flex_ms" in r for r in rows)
+        cudnn = next((r["cudnn_ms"] for r in rows if "cudnn_ms" in r), None)
         out.append(f"### {m}\n")
-        out.append("| method | setting | density | loss Δ % | mean rel L1 |" + (" ms (6 layers) | × cuDNN |" if timed else ""))
-        out.append("|---|---|---|---|---|" + ("---|---|" if timed else ""))
+        if cudnn is not None:
+            out.append(f"cuDNN SDPA dense: {cudnn:.2f} ms over the 6 layers. FlexAttention: build + attention on the "
+                       "method's own masks (spattn's estimate not in it).\n")
+        head = "| method | setting | density | loss Δ % | mean rel L1 |" + (" ms (6 layers) | × cuDNN |" if timed else "")
+        head += " FlexAttention ms (build + attn) |" if flex else ""
+        out.append(head)
+        out.append("|---|---|---|---|---|" + ("---|---|" if timed else "") + ("---|" if flex else ""))
         for r in rows:
             if "error" in r:
-                out.append(f"| {NAMES[r['method']]} | {setting(r)} | error: {r['error']} | | |" + (" | |" if timed else ""))
+                out.append(f"| {NAMES[r['method']]} | {setting(r)} | {r['error']} | | |" + (" | |" if timed else "")
+                           + (" |" if flex else ""))
                 continue
             l1 = mean_l1(r)
             line = (f"| {NAMES[r['method']]} | {setting(r)} | {r['density']:.3f} | {r['increase']:+.3f} | "
                     + (f"{l1:.4f} |" if l1 == l1 else "— |"))
             if timed:
                 line += f" {r['ms']:.2f} | {r['speedup']:.2f} |" if "ms" in r else " | |"
+            if flex:
+                line += (f" {r['flex_build_ms'] + r['flex_ms']:.2f} ({r['flex_build_ms']:.2f} + {r['flex_ms']:.2f}) |"
+                         if "flex_ms" in r else " |")
             out.append(line)
         out.append("")
     return "\n".join(out)
@@ -84,9 +97,14 @@ def plot(data, path):
     for ax, m in zip(axes, models):
         rows = [r for r in data["rows"] if r["model"] == m and "error" not in r]
         for method in METHODS:
-            pts = sorted((r["density"], r["increase"]) for r in rows if r["method"] == method)
+            pts = sorted((r["density"], r["increase"]) for r in rows if r["method"] == method
+                         and "calibrated" not in r["config"])
             if pts:
-                ax.plot(*zip(*pts), "o-", label=NAMES[method], ms=4)
+                line, = ax.plot(*zip(*pts), "o-", label=NAMES[method], ms=4)
+                cal = [(r["density"], r["increase"]) for r in rows if r["method"] == method
+                       and "calibrated" in r["config"]]
+                if cal:
+                    ax.plot(*zip(*cal), "*", color=line.get_color(), ms=11, label=f"{NAMES[method]} calibrated")
         for tile in ((128, 128), (32, 32)):
             pts = sorted((r["density"], r["increase"]) for r in rows if r["method"] == "oracle"
                          and (r["config"]["tile_q"], r["config"]["tile_k"]) == tile)
@@ -110,16 +128,52 @@ def plot(data, path):
     fig.savefig(path, dpi=110)
 
 
+def defaults(data, commit, overrides):
+    """data/quality-defaults.json for `spattn demo`: per method, its default's loss increase on each model. The
+    default is the first setting quality.py swept (SWEEPS puts each method's registry default first), or the
+    override ("anchor:theta=20" when a default moved after the run)."""
+    chosen = {}
+    for r in data["rows"]:
+        if r["method"] in METHODS and r["method"] not in chosen and "calibrated" not in r["config"]:
+            chosen[r["method"]] = r["config"]
+    for o in overrides:
+        method, _, kv = o.partition(":")
+        key, _, value = kv.partition("=")
+        chosen[method] = {key: float(value)}
+    out = {"gpu": data["gpu"], "commit": commit, "defaults": {}}
+    for method in METHODS:
+        if method not in chosen:
+            continue
+        entry = {"setting": ", ".join(f"{k} {v}" for k, v in chosen[method].items())}
+        for r in data["rows"]:
+            if r["method"] == method and r["config"] == chosen[method] and "error" not in r:
+                entry[r["model"]] = round(r["increase"], 3)
+        out["defaults"][method] = entry
+    return out
+
+
 def main():
-    data = json.load(open(sys.argv[1]))
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json")
+    ap.add_argument("plot", nargs="?")
+    ap.add_argument("--defaults", help="write data/quality-defaults.json (the demo's measured loss) here")
+    ap.add_argument("--commit", default="?", help="the commit the run measured (for --defaults)")
+    ap.add_argument("--default", action="append", default=[], help="METHOD:KEY=VALUE, a default moved after the run")
+    args = ap.parse_args()
+    data = json.load(open(args.json))
     print(tables(data))
     for bound in (0.5, 1.0):
         print(f"\nlm-32k at <= {bound} %:")
         for method, r in at_quality(data, "lm-32k", bound).items():
             print(f"  {NAMES[method]}: {setting(r)} density {r['density']:.3f} Δ {r['increase']:+.3f} % "
                   + (f"{r['ms']:.2f} ms {r['speedup']:.2f}x" if "ms" in r else "untimed"))
-    if len(sys.argv) > 2:
-        plot(data, sys.argv[2])
+    if args.plot:
+        plot(data, args.plot)
+    if args.defaults:
+        with open(args.defaults, "w") as f:
+            json.dump(defaults(data, args.commit, args.default), f, indent=1, ensure_ascii=False)
+            f.write("\n")
 
 
 if __name__ == "__main__":
