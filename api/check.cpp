@@ -1,4 +1,4 @@
-// The checker of other kernels' outputs (definition and rule: core/include/spattn/check.hpp).
+// The checker of other kernels' outputs (definition and rule: api/include/spattn/check.hpp).
 #include "spattn/check.hpp"
 
 #include <algorithm>

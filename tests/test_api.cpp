@@ -268,5 +268,14 @@ TEST_CASE("bad input to estimate() and sparse_attention() names the argument") {
                        doctest::Contains("pv_vote_rows"), Error);
 }
 
+TEST_CASE("upload(): only a device memory that a linked backend allocates (no backend allocates HIP memory)") {
+  HostTensor t(DType::bf16, 1, 2, 16, 8);
+  CHECK_THROWS_WITH_AS(upload(t, Memory::host), doctest::Contains("must be a device memory"), Error);
+  CHECK_THROWS_WITH_AS(upload(t, Memory::hip), doctest::Contains("no backend in this build allocates HIP memory"),
+                       Error);
+  HostTensor back(DType::bf16, 1, 2, 16, 8);
+  CHECK_THROWS_WITH_AS(DeviceBuffer{}.download(back), doctest::Contains("an empty buffer"), Error);
+}
+
 }  // namespace
 }  // namespace spattn::test

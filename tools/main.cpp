@@ -22,11 +22,6 @@
 #include "spattn/params_file.hpp"
 #include "spattn/spattn.hpp"
 #include "spattn/workload.hpp"
-#if defined(SPATTN_HAVE_CUDA)
-#include <deque>
-
-#include "spattn/cuda/backend.hpp"
-#endif
 
 namespace {
 
@@ -189,16 +184,14 @@ int main(int argc, char** argv) {
         workloads.push_back(make_workload(s));
       }
       for (const Workload& w : workloads) samples.push_back({w.problem, w.q.view(), w.k.view(), w.v.view()});
-#if defined(SPATTN_HAVE_CUDA)
-      std::deque<cuda::DeviceTensor> on_gpu;  // --backend cuda: the samples in CUDA memory, for the whole search
+      std::vector<DeviceBuffer> on_gpu;  // --backend cuda: the samples in CUDA memory, for the whole search
       if (tune.backend == "cuda")
         for (std::size_t i = 0; i < samples.size(); ++i) {
           const Workload& w = workloads[i];
-          samples[i].q = on_gpu.emplace_back(w.q).view();
-          samples[i].k = on_gpu.emplace_back(w.k).view();
-          samples[i].v = on_gpu.emplace_back(w.v).view();
+          samples[i].q = on_gpu.emplace_back(upload(w.q, Memory::cuda)).view();
+          samples[i].k = on_gpu.emplace_back(upload(w.k, Memory::cuda)).view();
+          samples[i].v = on_gpu.emplace_back(upload(w.v, Memory::cuda)).view();
         }
-#endif
       tune.progress = [](double fraction, const std::string& what) {
         const int filled = static_cast<int>(fraction * 40.0);
         std::fprintf(stderr, "\r[%-40s] %3d%% %s   ", std::string(static_cast<std::size_t>(filled), '#').c_str(),

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <utility>
 #include <nlohmann/json.hpp>
 
@@ -13,11 +14,6 @@
 #include "spattn/error.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/spattn.hpp"
-#if defined(SPATTN_HAVE_CUDA)
-#include <optional>
-
-#include "spattn/cuda/backend.hpp"
-#endif
 
 namespace spattn::cli {
 namespace {
@@ -72,14 +68,15 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
   o.poison();
   dense.poison();
   TensorView q = w.q.view(), k = w.k.view(), v = w.v.view(), o_view = o.view(), dense_view = dense.view();
-#if defined(SPATTN_HAVE_CUDA)
-  // --backend cuda: the inputs and (poisoned) outputs are copied to the device once; every stage reads them there.
-  std::optional<cuda::DeviceTensor> dq, dk, dv, d_o, d_dense;
+  // --backend cuda: the inputs and (poisoned) outputs are copied to the device once; every stage reads them there
+  // (a build without the CUDA backend: upload's spattn::Error).
+  std::optional<DeviceBuffer> dq, dk, dv, d_o, d_dense;
   if (options.backend == "cuda") {
-    q = dq.emplace(w.q).view(), k = dk.emplace(w.k).view(), v = dv.emplace(w.v).view();
-    o_view = d_o.emplace(o).view(), dense_view = d_dense.emplace(dense).view();
+    q = dq.emplace(upload(w.q, Memory::cuda)).view(), k = dk.emplace(upload(w.k, Memory::cuda)).view();
+    v = dv.emplace(upload(w.v, Memory::cuda)).view();
+    o_view = d_o.emplace(upload(o, Memory::cuda)).view();
+    dense_view = d_dense.emplace(upload(dense, Memory::cuda)).view();
   }
-#endif
   auto start = Clock::now();
   EstimateOptions estimate_options;
   estimate_options.backend = options.backend;
@@ -109,12 +106,10 @@ RunResult run_method(const RunOptions& options, const Workload& w, const std::st
     r.dense_ms = ms_since(start);
     r.speedup = r.dense_ms / (r.estimate_ms + r.attend_ms);
   }
-#if defined(SPATTN_HAVE_CUDA)
   if (d_o) {
     d_o->download(o);
     if (dense_given == nullptr) d_dense->download(dense);
   }
-#endif
 
   const std::vector<float> got = o.to_float();
   const ErrorStats err = compare_outputs(got, dense_given != nullptr ? *dense_given : dense.to_float());

@@ -31,4 +31,6 @@ std::shared_ptr<void> Backend::allocate(Memory, std::size_t) const { return null
 
 bool Backend::download(Memory, void*, const void*, std::size_t) const { return false; }
 
+bool Backend::upload(Memory, void*, const void*, std::size_t) const { return false; }
+
 }  // namespace spattn

@@ -1,7 +1,7 @@
 """spattn.testing: check another kernel's attention output against spattn's definitions.
 
 ``check_attention(out, q, k, v, mask)`` compares `out` with a float64 attention over the same mask, by the rule
-FlashAttention's tests use (core/include/spattn/check.hpp, the one definition; `spattn check` prints the same
+FlashAttention's tests use (api/include/spattn/check.hpp, the one definition; `spattn check` prints the same
 report)::
 
     ref64   = softmax(scale · q kᵀ over the mask) v in float64

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,22 @@ TEST_CASE("The sm90 work order lists every block once, longest first inside sect
     }
     CHECK(got == want);
   }
+}
+
+TEST_CASE("spattn::upload copies a host tensor into CUDA memory, layout kept, and download() copies it back") {
+  const Workload w = test_workload(WorkloadKind::llm, 300, 4, 2);
+  const DeviceBuffer d = upload(w.q, Memory::cuda);
+  const TensorView h = w.q.view(), dv = d.view();
+  CHECK(dv.memory == Memory::cuda);
+  CHECK(dv.data != h.data);
+  CHECK((dv.dtype == h.dtype && dv.stride_b == h.stride_b && dv.stride_h == h.stride_h && dv.stride_n == h.stride_n));
+  CHECK(d.size_bytes() == w.q.size_bytes());
+  HostTensor back = w.q;
+  back.poison();
+  d.download(back);
+  CHECK(std::memcmp(back.data(), w.q.data(), w.q.size_bytes()) == 0);
+  HostTensor wrong(DType::f32, 1, 1, 1, 1);
+  CHECK_THROWS_WITH_AS(d.download(wrong), doctest::Contains("bytes"), Error);
 }
 
 TEST_CASE("CUDA executor matches the reference over the shared conformance table") {

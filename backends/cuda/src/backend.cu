@@ -292,4 +292,10 @@ bool CudaBackend::download(Memory memory, void* host_dst, const void* src, std::
   return true;
 }
 
+bool CudaBackend::upload(Memory memory, void* dst, const void* host_src, std::size_t bytes) const {
+  if (memory != Memory::cuda) return false;
+  check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  return true;
+}
+
 }  // namespace spattn::cuda

@@ -64,12 +64,16 @@ class Backend {
                                                  const TensorView& o, const AttendOptions& options) const;
 
   /// Scratch for library-level algorithms that run the stages on a caller's device tensors (calibrate(): its
-  /// outputs beside the samples): `bytes` of `memory`, a device memory this backend owns, freed when the last handle
-  /// goes; null when this backend does not own `memory` (the default: a host-only backend).
+  /// outputs beside the samples; spattn::upload: a host tensor's device copy): `bytes` of `memory`, a device memory
+  /// this backend owns, freed when the last handle goes; null when this backend does not own `memory` (the default:
+  /// a host-only backend).
   virtual std::shared_ptr<void> allocate(Memory memory, std::size_t bytes) const;
   /// Copies `bytes` from `memory` (what allocate() serves) into host memory; false when this backend does not own
   /// `memory` (the default).
   virtual bool download(Memory memory, void* host_dst, const void* src, std::size_t bytes) const;
+  /// Copies `bytes` from host memory into `memory` (what allocate() serves; spattn::upload); false when this backend
+  /// does not own `memory` (the default).
+  virtual bool upload(Memory memory, void* dst, const void* host_src, std::size_t bytes) const;
 };
 
 }  // namespace spattn

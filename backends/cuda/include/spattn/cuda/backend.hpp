@@ -171,9 +171,10 @@ class CudaBackend final : public Backend {
   SparseAttentionResult sparse_attention(const MethodConfig& config, const Problem& problem, const TensorView& q,
                                          const TensorView& k, const TensorView& v, const TensorView& o,
                                          const AttendOptions& options) const override;
-  /// CUDA memory (cudaMalloc / cudaFree) for calibrate()'s outputs beside device samples.
+  /// CUDA memory (cudaMalloc / cudaFree) for calibrate()'s outputs beside device samples and spattn::upload.
   std::shared_ptr<void> allocate(Memory memory, std::size_t bytes) const override;
   bool download(Memory memory, void* host_dst, const void* src, std::size_t bytes) const override;
+  bool upload(Memory memory, void* dst, const void* host_src, std::size_t bytes) const override;
 };
 
 }  // namespace spattn::cuda

@@ -11,6 +11,7 @@
 // that covers it — or the one named in options.backend, failing with its reasons if it cannot.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,6 +25,7 @@
 #include "spattn/method_config.hpp"
 #include "spattn/oracle.hpp"
 #include "spattn/problem.hpp"
+#include "spattn/tensor.hpp"
 
 namespace spattn {
 
@@ -100,6 +102,30 @@ MethodConfig config_of(const Calibration& calibration);
 ///   it on one layer's samples to calibrate that layer.
 /// "dense" has no calibration (Error). Samples must share heads, head_dim and memory.
 Calibration calibrate(const MethodConfig& base, const std::vector<Sample>& samples, const CalibrationTargets& targets = {});
+
+/// A device copy of a host tensor: the same dtype, extents and strides in `memory()` (CUDA memory with the CUDA
+/// backend), allocated and copied by the linked backend that owns that memory — so a caller needs no backend type
+/// of its own. view() is a TensorView of it for attend(), estimate(), calibrate()'s samples, …; copies of a
+/// DeviceBuffer share the memory, freed with the last one.
+class DeviceBuffer {
+ public:
+  TensorView view() const { return view_; }
+  Memory memory() const { return view_.memory; }
+  std::size_t size_bytes() const { return bytes_; }
+  /// Copies the device contents into `host` (the same number of bytes; synchronous).
+  void download(HostTensor& host) const;
+
+ private:
+  friend DeviceBuffer upload(const HostTensor& host, Memory memory);
+  std::shared_ptr<void> data_;
+  TensorView view_;
+  std::size_t bytes_ = 0;
+  const Backend* owner_ = nullptr;
+};
+
+/// Copies `host` into `memory` (a device memory: Memory::cuda, …) through the first linked backend that allocates
+/// it (synchronous). spattn::Error when no backend of this build does (Memory::cuda without the CUDA backend).
+DeviceBuffer upload(const HostTensor& host, Memory memory);
 
 /// The backends linked into this build, in the order "auto" tries them.
 const std::vector<std::unique_ptr<Backend>>& backends();
