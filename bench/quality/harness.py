@@ -45,7 +45,9 @@ def _dense(original):
 
 @contextlib.contextmanager
 def Swap(attention, layers, compare=True):
-    """Within the block, every scaled_dot_product_attention call runs `attention`; yields the Record."""
+    """Within the block, every scaled_dot_product_attention call runs `attention`; yields the Record. compare: True
+    (every call's rel L1 against dense), False (none), or a number N (the first N calls: the host-side metric costs
+    more than the attention, so the quality runs measure it on the first forward's layers only)."""
     functional = torch.nn.functional
     original = getattr(functional, "scaled_dot_product_attention", None)
     dense = _dense(original)
@@ -63,9 +65,11 @@ def Swap(attention, layers, compare=True):
                                "and in eval mode")
         if query.shape[1] != key.shape[1] and not enable_gqa:
             raise spattn.Error("quality harness: GQA without enable_gqa")
-        ref = dense(query, key, value, is_causal=is_causal, scale=scale, enable_gqa=query.shape[1] != key.shape[1])
+        wanted = compare if isinstance(compare, bool) else len(record.calls) < compare
+        ref = dense(query, key, value, is_causal=is_causal, scale=scale,
+                    enable_gqa=query.shape[1] != key.shape[1]) if wanted else None
         out, mask = attention(query, key, value, is_causal, scale)
-        error = spattn.output_error(out, ref)["rel_l1"] if compare else None  # spattn/metrics.hpp
+        error = spattn.output_error(out, ref)["rel_l1"] if wanted else None  # spattn/metrics.hpp
         record.calls.append((None if mask is None else mask.density, error))
         return out.to(query.dtype)
 

@@ -128,7 +128,7 @@ def plot(data, path):
     fig.savefig(path, dpi=110)
 
 
-def defaults(data, commit, overrides):
+def defaults(data, commit, overrides, also=()):
     """data/quality-defaults.json for `spattn demo`: per method, its default's loss increase on each model. The
     default is the first setting quality.py swept (SWEEPS puts each method's registry default first), or the
     override ("anchor:theta=20" when a default moved after the run)."""
@@ -145,9 +145,11 @@ def defaults(data, commit, overrides):
         if method not in chosen:
             continue
         entry = {"setting": ", ".join(f"{k} {v}" for k, v in chosen[method].items())}
-        for r in data["rows"]:
-            if r["method"] == method and r["config"] == chosen[method] and "error" not in r:
-                entry[r["model"]] = round(r["increase"], 3)
+        for source in [data, *also]:  # a column the run lacks comes from the first other run that has it
+            for r in source["rows"]:
+                if (r["method"] == method and r["config"] == chosen[method] and "error" not in r
+                        and r["model"] not in entry):
+                    entry[r["model"]] = round(r["increase"], 3)
         out["defaults"][method] = entry
     return out
 
@@ -160,6 +162,7 @@ def main():
     ap.add_argument("--defaults", help="write data/quality-defaults.json (the demo's measured loss) here")
     ap.add_argument("--commit", default="?", help="the commit the run measured (for --defaults)")
     ap.add_argument("--default", action="append", default=[], help="METHOD:KEY=VALUE, a default moved after the run")
+    ap.add_argument("--also", action="append", default=[], help="another run's JSON for the columns this one lacks")
     args = ap.parse_args()
     data = json.load(open(args.json))
     print(tables(data))
@@ -172,7 +175,8 @@ def main():
         plot(data, args.plot)
     if args.defaults:
         with open(args.defaults, "w") as f:
-            json.dump(defaults(data, args.commit, args.default), f, indent=1, ensure_ascii=False)
+            also = [json.load(open(path)) for path in args.also]
+            json.dump(defaults(data, args.commit, args.default, also), f, indent=1, ensure_ascii=False)
             f.write("\n")
 
 
