@@ -127,12 +127,12 @@ int main(int argc, char** argv) {
   cal_spec.heads_kv = 1;
   int cal_samples = 2;
   cal->add_option("--method", cal_method, "sparge | sale | anchor | fgattn | bfla");
-  cal->add_option("--rel-l1", tune.rel_l1, "anchor, fgattn, bfla: bound on every head's rel L1 (default 0.002)");
+  cal->add_option("--rel-l1", tune.rel_l1, "anchor, fgattn, bfla: bound on every head's rel L1")->capture_default_str();
   int cal_bits = 4;
-  cal->add_option("--theta", tune.sale_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N (default 0.4)");
+  cal->add_option("--theta", tune.sale_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N")->capture_default_str();
   cal->add_option("--bits", cal_bits, "sale: 4 or 8");
-  cal->add_option("--l1", tune.l1, "error bound of the mask search (default 0.08)");
-  cal->add_option("--l2", tune.l2, "error bound with PV-skip (default 0.09)");
+  cal->add_option("--l1", tune.l1, "sparge: error bound of the mask search")->capture_default_str();
+  cal->add_option("--l2", tune.l2, "sparge: error bound with PV-skip")->capture_default_str();
   cal->add_option("--workload", cal_workload, "llm | video | random");
   cal->add_option("--seq", cal_spec.seqlen, "sample length");
   cal->add_option("--heads", cal_spec.heads_q, "query heads");

@@ -236,14 +236,14 @@ def sparse_attention(q, k, v, *, method, causal=False, scale=None, out=None, bac
 sparse_attention.__doc__ += _VARLEN_DOC
 
 
-def calibrate(method, samples, path, *, causal=False, scale=None, l1=0.08, l2=0.09, theta_steps=16, sale_theta=0.4,
-              rel_l1=0.002, backend="auto", layout="bhnd", **config):
+def calibrate(method, samples, path, *, causal=False, scale=None, l1=None, l2=None, theta_steps=None, sale_theta=None,
+              rel_l1=None, backend="auto", layout="bhnd", **config):
     """Calibrates `method` on samples [(q, k, v), ...] — all in host memory, or all CUDA tensors (then the search runs
     on the GPU; CUDA builds) — and writes the result to `path` as the JSON of `spattn calibrate`; returns that JSON as
     a dict. Use it with estimate(..., params=path) / sparse_attention(..., params=path) or `spattn run --params path`.
 
     SpargeAttn and SALE get per-head parameters: l1, l2, theta_steps are SpargeAttn's targets, sale_theta SALE's error
-    bound. AnchorAttention, FG-Attn and BFLA get the setting of their main knob (θ, top-p, keep ratio) that keeps the
+    bound. A target left None keeps the library's default (spattn.hpp: CalibrationTargets, where each is explained). AnchorAttention, FG-Attn and BFLA get the setting of their main knob (θ, top-p, keep ratio) that keeps the
     fewest tiles with every head's rel L1 ≤ rel_l1 on the samples (or dense): give one layer's samples to calibrate
     that layer (spattn.hpp: calibrate, CalibrationTargets).
     """

@@ -109,8 +109,9 @@ py::tuple sparse_attention_py(const std::string& method, py::handle q_obj, py::h
 /// Writes the calibrated per-head parameters to `path` (the JSON of `spattn calibrate`, which
 /// params= reads).
 void calibrate_py(const std::string& method, const py::list& samples, bool causal,
-                  std::optional<float> scale, const std::string& path, float l1, float l2,
-                  int theta_steps, float sale_theta, float rel_l1, const std::string& backend, const Call& call,
+                  std::optional<float> scale, const std::string& path, std::optional<float> l1,
+                  std::optional<float> l2, std::optional<int> theta_steps, std::optional<float> sale_theta,
+                  std::optional<float> rel_l1, const std::string& backend, const Call& call,
                   const py::dict& config) {
   require(!samples.empty(), "samples: give at least one (q, k, v)");
   std::vector<DlpackTensor> arrays;  // keeps every sample's memory alive during the search
@@ -136,12 +137,12 @@ void calibrate_py(const std::string& method, const py::list& samples, bool causa
   }
   const MethodConfig base =
       python::method_config_from_kwargs(method, config, inputs[0].problem.heads_q);
-  CalibrationTargets targets;
-  targets.l1 = l1;
-  targets.l2 = l2;
-  targets.theta_steps = theta_steps;
-  targets.sale_theta = sale_theta;
-  targets.rel_l1 = rel_l1;
+  CalibrationTargets targets;  // a target not given keeps the library's default (spattn.hpp)
+  targets.l1 = l1.value_or(targets.l1);
+  targets.l2 = l2.value_or(targets.l2);
+  targets.theta_steps = theta_steps.value_or(targets.theta_steps);
+  targets.sale_theta = sale_theta.value_or(targets.sale_theta);
+  targets.rel_l1 = rel_l1.value_or(targets.rel_l1);
   targets.backend = backend;
   Calibration c;
   {
