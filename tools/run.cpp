@@ -164,7 +164,7 @@ void print_measured_quality(const std::string& path) {
     std::printf("%-10s %-24s", method.c_str(), row.at("setting").get<std::string>().c_str());
     for (const char* c : columns) {
       if (row.contains(c) && row.at(c).is_number()) std::printf(" %+8.2f%%", row.at(c).get<double>());
-      else std::printf(" %9s", "—");
+      else std::printf(" %9s", "n/a");
     }
     std::printf("\n");
   }
