@@ -89,6 +89,12 @@ DlpackTensor import_dlpack(py::handle object, const char* name, const std::strin
     std::swap(shape[1], shape[2]);
     std::swap(strides[1], strides[2]);
   }
+  // A dimension of extent 1 is never stepped over, and producers report any stride for it (torch gives 1 to a
+  // one-token query [B, H, 1, D]): it gets the compact stride over the dimensions inside it, which the views' checks
+  // and the GPU's tensor descriptors take.
+  if (shape[2] == 1) strides[2] = shape[3];
+  if (shape[1] == 1) strides[1] = strides[2] * shape[2];
+  if (shape[0] == 1) strides[0] = strides[1] * shape[1];
   t.shape = shape;
   t.view.data = static_cast<char*>(dl.data) + dl.byte_offset;
   t.view.dtype = dtype_of(dl.dtype, name);

@@ -13,6 +13,8 @@ Checks, each PASS / FAIL / SKIP with its numbers, and a table at the end (exit s
                 copied to the host (backend="reference"): τ per head equal, or one halving step apart
   capture       spattn.capture on a tiny random Llama (transformers, if installed): the captured Q/K/V reproduce
                 the attention output; the SDPA drop-in patched into the model
+  transformers_compile  spattn.transformers.register as the Llama's attn_implementation: logits against sdpa, eager
+                and under torch.compile(fullgraph=True), greedy generate() token for token, a sparse method compiled
 """
 import argparse
 import json
@@ -307,6 +309,45 @@ def capture():
     return detail + f"; model with spattn.torch.patched(method='dense'): {len(calls)} spattn calls, logits rel_l1 {err:.2e}"
 
 
+def transformers_compile():
+    """spattn.transformers.register on a tiny random Llama (bf16): logits against transformers' own sdpa, the same
+    under torch.compile(fullgraph=True), greedy generate() (prefill + decode on the dynamic cache) token for token,
+    and a sparse method compiled and generating."""
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        raise Skip("transformers is not installed here")
+    import spattn.transformers
+    config = LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=128, max_position_embeddings=8192)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).to(DEVICE, torch.bfloat16).eval()
+    ids = torch.randint(0, 1000, (1, 2048), device=DEVICE)
+    details = []
+    with torch.no_grad():
+        model.set_attn_implementation("sdpa")
+        want = model(ids).logits.float()
+        want_tokens = model.generate(ids[:, :512], max_new_tokens=8, do_sample=False)
+        model.set_attn_implementation(spattn.transformers.register("dense"))
+        got = model(ids).logits.float()
+        err = rel_l1(got, want)
+        assert err < 2e-2, f"eager logits rel_l1 {err:.2e}"
+        compiled = torch.compile(model, fullgraph=True)
+        got_compiled = compiled(ids).logits.float()
+        err_c = rel_l1(got_compiled, want)
+        assert err_c < 2e-2, f"compiled logits rel_l1 {err_c:.2e}"
+        tokens = model.generate(ids[:, :512], max_new_tokens=8, do_sample=False)
+        assert torch.equal(tokens, want_tokens), f"greedy tokens differ: {tokens[0, -8:]} vs {want_tokens[0, -8:]}"
+        details.append(f"dense: logits rel_l1 {err:.1e} eager, {err_c:.1e} compiled (fullgraph); 8 greedy tokens equal")
+        model.set_attn_implementation(spattn.transformers.register("sale", tau=0.1))
+        sparse = torch.compile(model, fullgraph=True)(ids).logits.float()
+        assert torch.isfinite(sparse).all()
+        tokens = model.generate(ids[:, :512], max_new_tokens=8, do_sample=False)
+        details.append(f"sale τ 0.1 compiled: logits rel_l1 {rel_l1(sparse, want):.1e}; generate ran "
+                       f"({tokens.shape[1] - 512} tokens)")
+    return "; ".join(details)
+
+
 def calibrate():
     """SALE's τ search with CUDA tensors runs on the GPU and agrees with the reference's on host copies. The rule
     compares each head's Err with the bound; the GPU's outputs round differently, so a head at the bound may land one
@@ -347,7 +388,8 @@ def main():
         print("no CUDA device: nothing to check")
         return 1
     print(f"device {torch.cuda.get_device_name()}")
-    for fn in (zero_copy, vs_sdpa, flex_export, dynamo, cuda_graph, lambda: overhead(args.build), calibrate, capture):
+    for fn in (zero_copy, vs_sdpa, flex_export, dynamo, cuda_graph, lambda: overhead(args.build), calibrate, capture,
+               transformers_compile):
         if fn.__name__ == "<lambda>":
             fn.__name__ = "overhead"
         check(fn)
