@@ -48,17 +48,7 @@ Workload load_inputs(const FileInputs& f) {
   require(w.q.dim() == w.k.dim(), "--q/--k: head dims differ (", w.q.dim(), " vs ", w.k.dim(), ")");
   require(w.k.heads() == w.v.heads() && w.k.seqlen() == w.v.seqlen(), "--k/--v: shapes differ (heads ",
           w.k.heads(), " vs ", w.v.heads(), ", length ", w.k.seqlen(), " vs ", w.v.seqlen(), ")");
-  Problem& p = w.problem;
-  p.batch = w.q.batch();
-  p.heads_q = w.q.heads();
-  p.heads_kv = w.k.heads();
-  p.seqlen_q = w.q.seqlen();
-  p.seqlen_kv = w.k.seqlen();
-  p.head_dim = w.q.dim();
-  p.head_dim_v = w.v.dim();
-  p.causal = f.causal;
-  p.dtype = w.q.dtype();
-  p.validate();
+  w.problem = problem_of(w.q, w.k, w.v, f.causal);
   return w;
 }
 

@@ -320,21 +320,27 @@ Workload read_capture(const std::string& npz_path, const std::string& prefix) {
   w.v = tensor("v");
   const std::vector<double> meta = array("meta").to_vector<double>();
   require(meta.size() == 3, "capture '", npz_path, "': ", prefix, "_meta must hold [causal, scale, layer]");
-  Problem& p = w.problem;
-  p.batch = 1;
-  p.heads_q = w.q.heads();
-  p.heads_kv = w.k.heads();
-  p.seqlen_q = w.q.seqlen();
-  p.seqlen_kv = w.k.seqlen();
-  p.head_dim = w.q.dim();
-  p.head_dim_v = w.v.dim();
-  p.causal = meta[0] != 0.0;
-  p.scale = static_cast<float>(meta[1]);
-  p.dtype = DType::bf16;
-  require(w.k.dim() == p.head_dim && w.v.seqlen() == p.seqlen_kv && w.v.heads() == p.heads_kv, "capture '", npz_path,
+  require(w.k.dim() == w.q.dim() && w.v.seqlen() == w.k.seqlen() && w.v.heads() == w.k.heads(), "capture '", npz_path,
           "': ", prefix, "_q/_k/_v shapes disagree");
-  p.validate();
+  w.problem = problem_of(w.q, w.k, w.v, meta[0] != 0.0);
+  w.problem.scale = static_cast<float>(meta[1]);
+  w.problem.validate();
   return w;
+}
+
+Problem problem_of(const HostTensor& q, const HostTensor& k, const HostTensor& v, bool causal) {
+  Problem p;
+  p.batch = q.batch();
+  p.heads_q = q.heads();
+  p.heads_kv = k.heads();
+  p.seqlen_q = q.seqlen();
+  p.seqlen_kv = k.seqlen();
+  p.head_dim = q.dim();
+  p.head_dim_v = v.dim();
+  p.causal = causal;
+  p.dtype = q.dtype();
+  p.validate();
+  return p;
 }
 
 }  // namespace spattn

@@ -48,6 +48,10 @@ struct Workload {
 /// Builds the workload; throws spattn::Error on an invalid spec (names the field).
 Workload make_workload(const WorkloadSpec& spec);
 
+/// The problem of attention inputs q [B, Hq, Nq, D], k [B, Hkv, Nkv, D], v [B, Hkv, Nkv, Dv] (their extents and dtype;
+/// the default softmax scale), validated. The caller checks that the shapes agree.
+Problem problem_of(const HostTensor& q, const HostTensor& k, const HostTensor& v, bool causal);
+
 /// A captured workload: one layer's Q, K, V of a trained model, as bench/quality/quality.py --captures writes them
 /// into an .npz — arrays PREFIX_q [Hq, N, D], PREFIX_k and PREFIX_v [Hkv, N, D] (bf16 bit patterns, '<u2') and
 /// PREFIX_meta [causal, softmax scale, layer] ('<f8'). B = 1. Throws spattn::Error naming the file and the array.
