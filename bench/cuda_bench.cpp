@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "estimator_interface.cuh"  // cuda::ExecutorState: the int8 arms' timed enqueue
 #include "random_mask.hpp"
+#include "spattn/cuda/backend.hpp"
 #include "spattn/npy.hpp"
 #include "spattn/reference/executor.hpp"
 #include "spattn/spattn.hpp"
-#include "estimators.cuh"  // cuda::ExecutorState: the int8 arms' timed enqueue
-#include "spattn/cuda/backend.hpp"
 #include "spattn/tensor.hpp"
 
 using namespace spattn;

@@ -1,6 +1,6 @@
 // Test helpers: fresh random inputs (seed printed, overridable with SPATTN_TEST_SEED) and the independent
-// fp64 oracle — dense attention with an explicit element mask, written without any of the library's
-// numerics, so the executor is checked against something it does not share code with.
+// fp64 reference, exact_fp64 — dense attention with an explicit element mask, written without any of the
+// library's numerics, so the executor is checked against something it does not share code with.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -53,7 +53,7 @@ inline void fill_random(HostTensor& t, double stddev = 1.0) {
 /// rows of a shorter sequence left 0). Reads the tensors through get(), i.e. the dtype-rounded values.
 /// For a packed variable-length batch pass seq offsets; tensors are then [1, H, total, D].
 template <class Allowed>
-std::vector<double> oracle(const Problem& p, const HostTensor& q, const HostTensor& k, const HostTensor& v,
+std::vector<double> exact_fp64(const Problem& p, const HostTensor& q, const HostTensor& k, const HostTensor& v,
                            Allowed allowed) {
   const std::int64_t dv = p.dim_v();
   std::vector<double> out(static_cast<std::size_t>(p.batch * p.heads_q * p.seqlen_q * dv), 0.0);

@@ -1,6 +1,6 @@
-// The checker of other kernels (spattn/check.hpp): its float64 attention against the tests' independent oracle, the
-// reference's own output passing, planted faults failing at their (batch, head, row), the element-mask path agreeing
-// with the tile-mask path, and bad input.
+// The checker of other kernels (spattn/check.hpp): its float64 attention against the tests' independent fp64
+// reference (exact_fp64), the reference's own output passing, planted faults failing at their (batch, head, row),
+// the element-mask path agreeing with the tile-mask path, and bad input.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -49,7 +49,7 @@ HostTensor reference_output(const Inputs& in) {
   return o;
 }
 
-TEST_CASE("check: exact_attention is the independent fp64 oracle") {
+TEST_CASE("check: exact_attention is the independent fp64 reference (exact_fp64)") {
   const Inputs in = make_inputs(DType::bf16);
   const std::vector<std::uint8_t> bitmap = in.mask.to_bitmap();
   const MaskAllowed allowed{in.p, in.mask};
@@ -58,7 +58,7 @@ TEST_CASE("check: exact_attention is the independent fp64 oracle") {
       [&](std::int64_t b, std::int64_t h, std::int64_t i, std::uint8_t* keys) {
         for (std::int64_t j = 0; j < in.p.seqlen_kv; ++j) keys[j] = allowed(b, h, i, j);
       });
-  const std::vector<double> want = oracle(in.p, in.q, in.k, in.v, allowed);
+  const std::vector<double> want = exact_fp64(in.p, in.q, in.k, in.v, allowed);
   REQUIRE(got.size() == want.size());
   double worst = 0;
   for (std::size_t e = 0; e < got.size(); ++e) worst = std::max(worst, std::fabs(got[e] - want[e]));

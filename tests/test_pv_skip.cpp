@@ -1,5 +1,5 @@
 // SpargeAttn's PV-skip in the reference executor: planted tiles whose skip decisions are known, the
-// skipped keys excluded from numerator and denominator (fp64 oracle), per-warp vs whole-block votes,
+// skipped keys excluded from numerator and denominator (the fp64 reference, exact_fp64), per-warp vs whole-block votes,
 // exempt last tile, no skips at a huge threshold, bad parameters.
 #include <doctest/doctest.h>
 
@@ -48,7 +48,7 @@ TEST_CASE("PV-skip drops the tiles far below the running max, from numerator and
   // Tile 0 sets the max (logits ≈ 40 → 57.7 in base 2); tiles 1..6 sit ≈ 57 below it and are skipped;
   // tile 7 is the exempt last tile. 4 row blocks × 6 tiles.
   CHECK(st.pv_skipped == 24);
-  const auto want = oracle(x.p, x.q, x.k, x.v, [](std::int64_t, std::int64_t, std::int64_t, std::int64_t j) {
+  const auto want = exact_fp64(x.p, x.q, x.k, x.v, [](std::int64_t, std::int64_t, std::int64_t, std::int64_t j) {
     return j < 64 || j >= 448;
   });
   for (std::int64_t i = 0; i < 512; ++i)

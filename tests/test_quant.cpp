@@ -29,7 +29,7 @@ TEST_CASE("int8 codes: round half away from zero, clamp, exact near .5, NaN to 0
   CHECK(int8_code(0.0f, int8_block_scale(0.0f)) == 0);
 }
 
-TEST_CASE("int8 mode = softmax of the exactly dequantized integer scores (fp64 oracle)") {
+TEST_CASE("int8 mode = softmax of the exactly dequantized integer scores (fp64 reference)") {
   Problem p;
   p.heads_q = 2;
   p.heads_kv = 1;

@@ -205,6 +205,197 @@ std::string shape_label(const MaskShape& s, const Problem& p) {
   return o.str();
 }
 
+/// The progress bar on stderr: `done` of `total` units, the time since the start and what runs now.
+struct Progress {
+  bool on;
+  std::size_t total, done = 0;
+  std::string what;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  Progress(bool on_, std::size_t total_) : on(on_), total(total_) {}
+  void show() const {
+    if (!on) return;
+    const double frac = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
+    const int filled = static_cast<int>(frac * 30.0);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "\r[%-30s] %3d%% %6.0fs %-40.40s", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                 static_cast<int>(frac * 100.0), s, what.c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    done = total;
+    what = "done";
+    show();
+    if (on) std::fprintf(stderr, "\n");
+  }
+};
+
+/// Every method's results and the oracle curves they point to (one per tile shape and mask heads).
+struct Measured {
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::unique_ptr<OracleCurve>> oracles;
+  std::vector<MethodResult> results;
+};
+
+/// One method: a point per setting of its knob, then the oracle at its tiles (swept once per tile shape, kept in
+/// `measured`) searched at each target error.
+MethodResult measure_method(const std::string& m, const std::vector<NamedValue>& base, const FrontierOptions& opt,
+                            const Workload& w, const std::string& workload_name, const std::vector<float>& dense,
+                            const BudgetScale& scale, Measured& measured, Progress& progress) {
+  const Problem& p = w.problem;
+  MethodResult mr;
+  mr.method = m;
+  const Knob knob = main_knob(m);
+  mr.knob = knob.name;
+  for (double s : opt.settings.empty() ? knob.defaults : opt.settings) {
+    RunOptions ro;
+    ro.method = m;
+    ro.method_options = with_knob(base, m, s);
+    std::ostringstream label;
+    label << m << " " << knob.name << " " << s;
+    progress.what = label.str();
+    progress.show();
+    TileMask mask;
+    const RunResult r = run_method(ro, w, workload_name, &dense, &mask);
+    mr.shape = mask.shape;
+    mr.points.push_back({s, r.density, r.rel_l1, r.max_abs});
+    ++progress.done;
+  }
+  auto key = std::make_tuple(mr.shape.tile_q, mr.shape.tile_k, mr.shape.mask_heads);
+  auto& curve = measured.oracles[key];
+  if (!curve) {
+    progress.what = "oracle masses " + shape_label(mr.shape, p);
+    progress.show();
+    curve = std::make_unique<OracleCurve>(w, mr.shape, dense, scale, [&progress]() { progress.show(); });
+    for (double u : scale.sweep) {
+      progress.what = "oracle " + shape_label(mr.shape, p) + " sweep";
+      curve->eval(u);
+      ++progress.done;
+    }
+  } else {
+    progress.done += scale.sweep.size();
+  }
+  ++progress.done;
+  mr.oracle = curve.get();
+  for (double e : opt.targets) {
+    progress.what = "oracle " + shape_label(mr.shape, p) + " search";
+    const double od = curve->density_for(e, opt.tolerance);
+    mr.targets.push_back({e, density_at(mr.points, e), od});
+  }
+  return mr;
+}
+
+/// Each point's oracle density, once every search of its curve has run (interpolation then sees them all).
+void add_point_oracle(std::vector<MethodResult>& results, const FrontierOptions& opt, const Problem& p,
+                      Progress& progress) {
+  for (MethodResult& mr : results)
+    for (const Point& pt : mr.points) {
+      progress.what = "oracle " + shape_label(mr.shape, p) + " at each point";
+      double od;
+      if (pt.rel_l1 <= 0) od = 1.0;
+      else if (opt.interpolate_points) od = density_at(mr.oracle->curve(), pt.rel_l1).density.value_or(1.0);
+      else od = mr.oracle->density_for(pt.rel_l1, opt.tolerance);
+      mr.point_oracle.push_back(od);
+    }
+}
+
+/// The three tables on stdout: every point, the density at each target error, every oracle curve.
+void print_tables(const std::vector<MethodResult>& results, const Problem& p, const std::string& workload_name,
+                  const BudgetScale& scale) {
+  std::printf("frontier on %s (%s)\n", workload_name.c_str(), p.describe().c_str());
+  std::printf("%-8s %-7s %-10s %-9s %10s %10s %10s %14s %8s\n", "method", "knob", "setting", "tiles", "density",
+              "rel_l1", "max_abs", "oracle_density", "ratio");
+  for (const MethodResult& mr : results)
+    for (std::size_t i = 0; i < mr.points.size(); ++i) {
+      const Point& pt = mr.points[i];
+      std::printf("%-8s %-7s %-10g %-9s %10.6f %10.3e %10.3e %14.6f %7.2fx\n", mr.method.c_str(), mr.knob.c_str(),
+                  pt.setting, shape_label(mr.shape, p).c_str(), pt.density, pt.rel_l1, pt.max_abs, mr.point_oracle[i],
+                  pt.density / mr.point_oracle[i]);
+    }
+  std::printf("\n%-8s %-9s %10s %-13s %14s %8s\n", "method", "tiles", "at rel_l1", "density", "oracle_density",
+              "ratio");
+  for (const MethodResult& mr : results)
+    for (const auto& t : mr.targets) {
+      char d[32] = "not reached", ratio[32] = "-";
+      if (t.method.density) {
+        std::snprintf(d, sizeof d, "%s%.4f", t.method.how == "at_most" ? "<=" : "", *t.method.density);
+        std::snprintf(ratio, sizeof ratio, "%.2fx", *t.method.density / t.oracle);
+      }
+      std::printf("%-8s %-9s %10.0e %-13s %14.4f %8s\n", mr.method.c_str(), shape_label(mr.shape, p).c_str(),
+                  t.rel_l1, d, t.oracle, ratio);
+    }
+  std::printf("\n%-9s %10s %10s %10s %10s\n", "oracle", scale.name(), "density", "rel_l1",
+              "max_abs");
+  std::vector<const OracleCurve*> printed;
+  for (const MethodResult& mr : results) {
+    if (std::find(printed.begin(), printed.end(), mr.oracle) != printed.end()) continue;
+    printed.push_back(mr.oracle);
+    for (const Point& pt : mr.oracle->points())
+      std::printf("%-9s %10.3e %10.6f %10.3e %10.3e\n", shape_label(mr.shape, p).c_str(), pt.setting, pt.density,
+                  pt.rel_l1, pt.max_abs);
+  }
+}
+
+/// The --json document (also what the plot is drawn from).
+nlohmann::json frontier_json(const std::vector<MethodResult>& results, const FrontierOptions& opt, const Problem& p,
+                             const std::string& workload_name, const BudgetScale& scale) {
+  nlohmann::json j;
+  j["workload"] = workload_name;
+  j["shape"] = p.describe();
+  j["targets"] = opt.targets;
+  j["tolerance"] = opt.tolerance;
+  j["oracle_budget"] = opt.oracle;
+  j["methods"] = nlohmann::json::array();
+  for (const MethodResult& mr : results) {
+    nlohmann::json jm = {{"method", mr.method},        {"knob", mr.knob}, {"tiles", shape_label(mr.shape, p)},
+                         {"tile_q", mr.shape.tile_q},  {"tile_k", mr.shape.tile_k},
+                         {"mask_heads", mr.shape.mask_heads}};
+    for (std::size_t i = 0; i < mr.points.size(); ++i) {
+      const Point& pt = mr.points[i];
+      jm["points"].push_back({{"setting", pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1},
+                              {"max_abs", pt.max_abs}, {"oracle_density", mr.point_oracle[i]},
+                              {"ratio", pt.density / mr.point_oracle[i]}});
+    }
+    for (const auto& t : mr.targets) {
+      nlohmann::json jt = {{"rel_l1", t.rel_l1}, {"how", t.method.how}, {"oracle_density", t.oracle}};
+      jt["density"] = t.method.density ? nlohmann::json(*t.method.density) : nlohmann::json(nullptr);
+      jt["ratio"] = t.method.density ? nlohmann::json(*t.method.density / t.oracle) : nlohmann::json(nullptr);
+      jm["at_targets"].push_back(jt);
+    }
+    for (const Point& pt : mr.oracle->points())
+      jm["oracle"].push_back(
+          {{scale.name(), pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1}, {"max_abs", pt.max_abs}});
+    j["methods"].push_back(jm);
+  }
+  return j;
+}
+
+/// The --csv file: one row per point, target and oracle budget.
+void write_csv(const std::vector<MethodResult>& results, const std::string& path, const Problem& p,
+               const BudgetScale& scale) {
+  std::ofstream f(path);
+  f << "kind,method,tiles,knob,setting,density,rel_l1,max_abs,oracle_density,ratio\n";
+  f.precision(17);
+  for (const MethodResult& mr : results) {
+    const std::string tiles = shape_label(mr.shape, p);
+    for (std::size_t i = 0; i < mr.points.size(); ++i) {
+      const Point& pt = mr.points[i];
+      f << "point," << mr.method << "," << tiles << "," << mr.knob << "," << pt.setting << "," << pt.density << ","
+        << pt.rel_l1 << "," << pt.max_abs << "," << mr.point_oracle[i] << "," << pt.density / mr.point_oracle[i]
+        << "\n";
+    }
+    for (const auto& t : mr.targets) {
+      f << "target," << mr.method << "," << tiles << ",rel_l1," << t.rel_l1 << ",";
+      if (t.method.density) f << *t.method.density;
+      f << "," << t.rel_l1 << ",," << t.oracle << ",";
+      if (t.method.density) f << *t.method.density / t.oracle;
+      f << "\n";
+    }
+    for (const Point& pt : mr.oracle->points())
+      f << "oracle," << mr.method << "," << tiles << "," << scale.name() << "," << pt.setting << "," << pt.density << "," << pt.rel_l1
+        << "," << pt.max_abs << ",,\n";
+  }
+  require(static_cast<bool>(f), "--csv: cannot write '", path, "'");
+}
+
 constexpr std::array<std::array<unsigned char, 3>, 5> kColors = {
     {{31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {148, 103, 189}, {255, 127, 14}}};
 
@@ -270,185 +461,33 @@ int run_frontier(const FrontierOptions& opt, const Workload& w, const std::strin
           methods.size(), " methods)");
   for (double e : opt.targets) require_in("--targets", e, Interval<double>{0.0, INFINITY, true, true});
   require_in("--tolerance", opt.tolerance, Interval<double>{0.0, 1.0, true, false});
-  const Problem& p = w.problem;
   std::map<std::string, std::vector<NamedValue>> base;  // before any work: a flag a method refuses fails here
   for (const auto& m : methods) base[m] = opt.base ? opt.base(m) : std::vector<NamedValue>{};
 
   // Progress: one unit per method setting and per oracle sweep budget; searches show their evaluations.
-  std::size_t total = 0, done = 0;
-  for (const auto& m : methods) total += (opt.settings.empty() ? main_knob(m).defaults.size() : opt.settings.size());
   const BudgetScale scale = BudgetScale::of(opt.oracle);
+  std::size_t total = 0;
+  for (const auto& m : methods) total += (opt.settings.empty() ? main_knob(m).defaults.size() : opt.settings.size());
   total += methods.size() * (scale.sweep.size() + 1);
-  const auto start = std::chrono::steady_clock::now();
-  std::string what;
-  auto show = [&]() {
-    if (!opt.progress) return;
-    const double frac = total ? std::min(1.0, static_cast<double>(done) / static_cast<double>(total)) : 1.0;
-    const int filled = static_cast<int>(frac * 30.0);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "\r[%-30s] %3d%% %6.0fs %-40.40s", std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                 static_cast<int>(frac * 100.0), s, what.c_str());
-    std::fflush(stderr);
-  };
+  Progress progress(opt.progress, total);
 
-  what = "dense attention";
-  show();
+  progress.what = "dense attention";
+  progress.show();
   const std::vector<float> dense = dense_output(w);
-  std::map<std::tuple<std::int32_t, std::int32_t, std::int64_t>, std::unique_ptr<OracleCurve>> oracles;
-  std::vector<MethodResult> results;
-  int search_evals = 0;
-  for (const std::string& m : methods) {
-    MethodResult mr;
-    mr.method = m;
-    const Knob knob = main_knob(m);
-    mr.knob = knob.name;
-    for (double s : opt.settings.empty() ? knob.defaults : opt.settings) {
-      RunOptions ro;
-      ro.method = m;
-      ro.method_options = with_knob(base.at(m), m, s);
-      std::ostringstream label;
-      label << m << " " << knob.name << " " << s;
-      what = label.str();
-      show();
-      TileMask mask;
-      const RunResult r = run_method(ro, w, workload_name, &dense, &mask);
-      mr.shape = mask.shape;
-      mr.points.push_back({s, r.density, r.rel_l1, r.max_abs});
-      ++done;
-    }
-    auto key = std::make_tuple(mr.shape.tile_q, mr.shape.tile_k, mr.shape.mask_heads);
-    auto& curve = oracles[key];
-    if (!curve) {
-      what = "oracle masses " + shape_label(mr.shape, p);
-      show();
-      curve = std::make_unique<OracleCurve>(w, mr.shape, dense, scale, [&]() { ++search_evals, show(); });
-      for (double u : scale.sweep) {
-        what = "oracle " + shape_label(mr.shape, p) + " sweep";
-        curve->eval(u);
-        ++done;
-      }
-    } else {
-      done += scale.sweep.size();
-    }
-    ++done;
-    mr.oracle = curve.get();
-    for (double e : opt.targets) {
-      what = "oracle " + shape_label(mr.shape, p) + " search";
-      const double od = curve->density_for(e, opt.tolerance);
-      mr.targets.push_back({e, density_at(mr.points, e), od});
-    }
-    results.push_back(std::move(mr));
-  }
-  // Each point's oracle density once every search of its curve has run (interpolation then sees them all).
-  for (MethodResult& mr : results)
-    for (const Point& pt : mr.points) {
-      what = "oracle " + shape_label(mr.shape, p) + " at each point";
-      double od;
-      if (pt.rel_l1 <= 0) od = 1.0;
-      else if (opt.interpolate_points) od = density_at(mr.oracle->curve(), pt.rel_l1).density.value_or(1.0);
-      else od = mr.oracle->density_for(pt.rel_l1, opt.tolerance);
-      mr.point_oracle.push_back(od);
-    }
-  done = total;
-  what = "done";
-  show();
-  if (opt.progress) std::fprintf(stderr, "\n");
+  Measured measured;
+  for (const std::string& m : methods)
+    measured.results.push_back(measure_method(m, base.at(m), opt, w, workload_name, dense, scale, measured, progress));
+  add_point_oracle(measured.results, opt, w.problem, progress);
+  progress.finish();
 
-  // ---- tables ----
-  std::printf("frontier on %s (%s)\n", workload_name.c_str(), p.describe().c_str());
-  std::printf("%-8s %-7s %-10s %-9s %10s %10s %10s %14s %8s\n", "method", "knob", "setting", "tiles", "density",
-              "rel_l1", "max_abs", "oracle_density", "ratio");
-  for (const MethodResult& mr : results)
-    for (std::size_t i = 0; i < mr.points.size(); ++i) {
-      const Point& pt = mr.points[i];
-      std::printf("%-8s %-7s %-10g %-9s %10.6f %10.3e %10.3e %14.6f %7.2fx\n", mr.method.c_str(), mr.knob.c_str(),
-                  pt.setting, shape_label(mr.shape, p).c_str(), pt.density, pt.rel_l1, pt.max_abs, mr.point_oracle[i],
-                  pt.density / mr.point_oracle[i]);
-    }
-  std::printf("\n%-8s %-9s %10s %-13s %14s %8s\n", "method", "tiles", "at rel_l1", "density", "oracle_density",
-              "ratio");
-  for (const MethodResult& mr : results)
-    for (const auto& t : mr.targets) {
-      char d[32] = "not reached", ratio[32] = "-";
-      if (t.method.density) {
-        std::snprintf(d, sizeof d, "%s%.4f", t.method.how == "at_most" ? "<=" : "", *t.method.density);
-        std::snprintf(ratio, sizeof ratio, "%.2fx", *t.method.density / t.oracle);
-      }
-      std::printf("%-8s %-9s %10.0e %-13s %14.4f %8s\n", mr.method.c_str(), shape_label(mr.shape, p).c_str(),
-                  t.rel_l1, d, t.oracle, ratio);
-    }
-  std::printf("\n%-9s %10s %10s %10s %10s\n", "oracle", scale.name(), "density", "rel_l1",
-              "max_abs");
-  std::vector<const OracleCurve*> printed;
-  for (const MethodResult& mr : results) {
-    if (std::find(printed.begin(), printed.end(), mr.oracle) != printed.end()) continue;
-    printed.push_back(mr.oracle);
-    for (const Point& pt : mr.oracle->points())
-      std::printf("%-9s %10.3e %10.6f %10.3e %10.3e\n", shape_label(mr.shape, p).c_str(), pt.setting, pt.density,
-                  pt.rel_l1, pt.max_abs);
-  }
-
-  // ---- files ----
-  nlohmann::json j;
-  {
-    j["workload"] = workload_name;
-    j["shape"] = p.describe();
-    j["targets"] = opt.targets;
-    j["tolerance"] = opt.tolerance;
-    j["oracle_budget"] = opt.oracle;
-    j["methods"] = nlohmann::json::array();
-    for (const MethodResult& mr : results) {
-      nlohmann::json jm = {{"method", mr.method},        {"knob", mr.knob}, {"tiles", shape_label(mr.shape, p)},
-                           {"tile_q", mr.shape.tile_q},  {"tile_k", mr.shape.tile_k},
-                           {"mask_heads", mr.shape.mask_heads}};
-      for (std::size_t i = 0; i < mr.points.size(); ++i) {
-        const Point& pt = mr.points[i];
-        jm["points"].push_back({{"setting", pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1},
-                                {"max_abs", pt.max_abs}, {"oracle_density", mr.point_oracle[i]},
-                                {"ratio", pt.density / mr.point_oracle[i]}});
-      }
-      for (const auto& t : mr.targets) {
-        nlohmann::json jt = {{"rel_l1", t.rel_l1}, {"how", t.method.how}, {"oracle_density", t.oracle}};
-        jt["density"] = t.method.density ? nlohmann::json(*t.method.density) : nlohmann::json(nullptr);
-        jt["ratio"] = t.method.density ? nlohmann::json(*t.method.density / t.oracle) : nlohmann::json(nullptr);
-        jm["at_targets"].push_back(jt);
-      }
-      for (const Point& pt : mr.oracle->points())
-        jm["oracle"].push_back(
-            {{scale.name(), pt.setting}, {"density", pt.density}, {"rel_l1", pt.rel_l1}, {"max_abs", pt.max_abs}});
-      j["methods"].push_back(jm);
-    }
-  }
+  print_tables(measured.results, w.problem, workload_name, scale);
+  const nlohmann::json j = frontier_json(measured.results, opt, w.problem, workload_name, scale);
   if (!opt.json.empty()) {
     std::ofstream f(opt.json);
     f << j.dump(1) << "\n";
     require(static_cast<bool>(f), "--json: cannot write '", opt.json, "'");
   }
-  if (!opt.csv.empty()) {
-    std::ofstream f(opt.csv);
-    f << "kind,method,tiles,knob,setting,density,rel_l1,max_abs,oracle_density,ratio\n";
-    f.precision(17);
-    for (const MethodResult& mr : results) {
-      const std::string tiles = shape_label(mr.shape, p);
-      for (std::size_t i = 0; i < mr.points.size(); ++i) {
-        const Point& pt = mr.points[i];
-        f << "point," << mr.method << "," << tiles << "," << mr.knob << "," << pt.setting << "," << pt.density << ","
-          << pt.rel_l1 << "," << pt.max_abs << "," << mr.point_oracle[i] << "," << pt.density / mr.point_oracle[i]
-          << "\n";
-      }
-      for (const auto& t : mr.targets) {
-        f << "target," << mr.method << "," << tiles << ",rel_l1," << t.rel_l1 << ",";
-        if (t.method.density) f << *t.method.density;
-        f << "," << t.rel_l1 << ",," << t.oracle << ",";
-        if (t.method.density) f << *t.method.density / t.oracle;
-        f << "\n";
-      }
-      for (const Point& pt : mr.oracle->points())
-        f << "oracle," << mr.method << "," << tiles << "," << scale.name() << "," << pt.setting << "," << pt.density << "," << pt.rel_l1
-          << "," << pt.max_abs << ",,\n";
-    }
-    require(static_cast<bool>(f), "--csv: cannot write '", opt.csv, "'");
-  }
+  if (!opt.csv.empty()) write_csv(measured.results, opt.csv, w.problem, scale);
   if (!opt.plot.empty()) write_plot_png(frontier_plot(j), opt.plot);
   return 0;
 }

@@ -1,4 +1,4 @@
-# Sourced by openmp.sh, hip.sh and device.sh: kokkos_snapshot builds the Kokkos snapshot of $DEPS (default
+# Sourced by openmp.sh, hip.sh and scripts/gpu/kokkos.sh: kokkos_snapshot builds the Kokkos snapshot of $DEPS (default
 # ../shared/deps, relative to the repository root) into a prefix, once.
 #
 #   kokkos_snapshot PREFIX "PATCH" [CMAKE_ARGS...]

@@ -1,5 +1,6 @@
 """Shared fixtures: fresh random inputs per run (the seed is printed, and SPATTN_TEST_SEED replays it) and an
-independent float64 NumPy oracle of masked attention (written from DESIGN.md section 3, not from the library)."""
+independent float64 NumPy reference of masked attention, exact_fp64 (written from DESIGN.md section 3, not from the
+library)."""
 import os
 import random
 
@@ -22,7 +23,7 @@ def qkv(rng, batch=1, heads_q=2, heads_kv=1, seqlen_q=192, seqlen_kv=192, dim=64
     return q, k, v
 
 
-def oracle(q, k, v, kept, tile_q, tile_k, causal, scale=None):
+def exact_fp64(q, k, v, kept, tile_q, tile_k, causal, scale=None):
     """Masked attention in float64: query row i (of query tile i // tile_q) attends to key j when key tile
     j // tile_k is kept for its (batch, mask head, query tile), and, if causal, j <= i + Nkv - Nq; a row with no
     key gives zeros. kept: bool [B, Hm, Tq, Tk]; query head h reads mask head h // (Hq // Hm), KV head

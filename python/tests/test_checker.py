@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import oracle, qkv
+from conftest import exact_fp64, qkv
 
 import spattn
 import spattn.testing
@@ -57,12 +57,12 @@ def test_spattn_reference_output_passes(rng, dtype):
     assert report.text.startswith("spattn check: PASS (tile mask 32x16")
 
 
-def test_exact_answer_passes_and_matches_the_numpy_oracle(rng):
-    """An fp32 rounding of conftest's independent NumPy float64 oracle passes with an error of at most its rounding:
-    the checker's float64 reference is that oracle."""
+def test_exact_answer_passes_and_matches_the_numpy_reference(rng):
+    """An fp32 rounding of conftest's independent NumPy float64 reference passes with an error of at most its rounding:
+    the checker's float64 reference is that one."""
     q, k, v = qkv(rng, B, HQ, HKV, NQ, NKV, D)
     mask = random_mask(rng, mask_heads=HKV)
-    want = oracle(q, k, v, mask.to_bitmap().astype(bool), 32, 16, True)
+    want = exact_fp64(q, k, v, mask.to_bitmap().astype(bool), 32, 16, True)
     report = check_attention(want.astype(np.float32), q, k, v, mask)
     assert report.passed, report.text
     assert report.max_error <= np.abs(want).max() * 2.0 ** -24 * 1.01
@@ -170,7 +170,7 @@ def test_blocks_no_tile_mask_holds_are_checked_as_elements(rng):
     indptr = np.concatenate([[0], np.cumsum(bitmap.sum(axis=1))]).astype(np.int32)
     indices = np.nonzero(bitmap)[1].astype(np.int32)
     elements = np.repeat(np.repeat(bitmap, rows, axis=0), cols, axis=1)[:NQ, :NKV]
-    want = oracle(q, k, v, np.broadcast_to(elements, (B, 1, NQ, NKV)), 1, 1, False).astype(np.float32)
+    want = exact_fp64(q, k, v, np.broadcast_to(elements, (B, 1, NQ, NKV)), 1, 1, False).astype(np.float32)
     bsr = {"indptr": indptr, "indices": indices, "R": rows, "C": cols}
     report = check_attention(want, q, k, v, bsr)
     assert report.passed and report.mask_kind == "element mask", report.text
@@ -184,7 +184,7 @@ def test_element_mask_with_empty_rows(rng):
     q, k, v = qkv(rng, B, HQ, HKV, NQ, NKV, D)
     allowed = rng.random((B, 1, NQ, NKV)) < 0.3
     allowed[:, :, 10] = False
-    want = oracle(q, k, v, allowed, 1, 1, True).astype(np.float32)
+    want = exact_fp64(q, k, v, allowed, 1, 1, True).astype(np.float32)
     report = check_attention(want, q, k, v, allowed, causal=True)
     assert report.passed, report.text
     assert report.reference_error < 1e-5

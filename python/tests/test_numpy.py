@@ -1,12 +1,12 @@
-"""spattn on NumPy arrays: results against the float64 oracle, the library's own pipeline, strides, out= buffers,
-reference counts, TileMask conversions and files."""
+"""spattn on NumPy arrays: results against the float64 reference (exact_fp64), the library's own pipeline, strides,
+out= buffers, reference counts, TileMask conversions and files."""
 import sys
 
 import numpy as np
 import pytest
 
 import spattn
-from conftest import oracle, qkv
+from conftest import exact_fp64, qkv
 
 
 def random_mask(rng, batch, mask_heads, seqlen_q, seqlen_kv, tile_q, tile_k, causal, density=0.5):
@@ -33,7 +33,7 @@ def test_attend_matches_float64_oracle(rng, case):
     scale = float(rng.uniform(0.05, 0.3))
     out = spattn.attend(q, k, v, mask, causal=causal, scale=scale)
     assert out.shape == (batch, hq, nq, dv) and out.dtype == np.float32
-    expected = oracle(q, k, v, kept, tile_q, tile_k, causal, scale)
+    expected = exact_fp64(q, k, v, kept, tile_q, tile_k, causal, scale)
     np.testing.assert_allclose(out, expected, rtol=0, atol=2e-5)
 
 
@@ -44,7 +44,7 @@ def test_sparse_attention_is_attention_over_its_mask(rng, method):
     assert info["method"] == method and info["backend"] == "reference"
     if info["attend"]["pv_skipped"] == 0:  # SpargeAttn's PV-skip leaves out tiles the mask keeps
         kept = mask.to_bitmap().astype(bool)
-        np.testing.assert_allclose(out, oracle(q, k, v, kept, mask.tile_q, mask.tile_k, True), rtol=0, atol=5e-5)
+        np.testing.assert_allclose(out, exact_fp64(q, k, v, kept, mask.tile_q, mask.tile_k, True), rtol=0, atol=5e-5)
     # The library's two stages give the same bits as its one call (for methods without executor extras).
     if method in ("dense", "fgattn", "bfla"):
         again = spattn.attend(q, k, v, spattn.estimate(method, q, k, causal=True), causal=True)

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 import spattn  # noqa: E402
 import spattn.torch  # noqa: E402
-from conftest import oracle, qkv  # noqa: E402
+from conftest import exact_fp64, qkv  # noqa: E402
 
 
 def tensors(rng, *shape_args, dtype=torch.float32):
@@ -27,7 +27,7 @@ def test_attend_matches_float64_oracle(rng, dtype, atol):
     mask = spattn.TileMask.from_bitmap(bits, tile_q=32, tile_k=16, seqlen_q=160, seqlen_kv=160, causal=True)
     out = spattn.attend(q, k, v, mask, causal=True)
     assert isinstance(out, torch.Tensor) and out.dtype == dtype and out.shape == (2, 4, 160, 64)
-    expected = oracle(to64(q), to64(k), to64(v), mask.to_bitmap().astype(bool), 32, 16, True)
+    expected = exact_fp64(to64(q), to64(k), to64(v), mask.to_bitmap().astype(bool), 32, 16, True)
     scale = max(1.0, np.abs(expected).max())
     assert np.abs(to64(out) - expected).max() <= atol * scale
 
@@ -80,7 +80,7 @@ def test_sdpa_drop_in(rng):
     q, k, v = tensors(rng, 2, 4, 2, 96, 96, 64)
     out = spattn.torch.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, method="dense")
     all_kept = np.ones((2, 4, 1, 1), bool)
-    expected = oracle(to64(q), to64(k), to64(v), all_kept, 96, 96, True)
+    expected = exact_fp64(to64(q), to64(k), to64(v), all_kept, 96, 96, True)
     assert np.abs(to64(out) - expected).max() <= 2e-5
     if hasattr(torch.nn.functional, "scaled_dot_product_attention"):  # PyTorch >= 2.0
         kk, vv = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
@@ -132,7 +132,7 @@ def test_flex_block_mask(rng):
             full = t["full_kv_indices"][0, h, r, : t["full_kv_num_blocks"][0, h, r]].tolist()
             assert sorted(partial + full) == torch.nonzero(bits[0, h, r]).flatten().tolist()
             assert all((c + 1) * 32 - 1 <= r * 32 and (r + 1) * 32 <= 200 for c in full)
-    # The mask_mod is the mask itself: evaluated on every (h, i, j) it is the oracle's visibility.
+    # The mask_mod is the mask itself: evaluated on every (h, i, j) it is exact_fp64's visibility.
     mask_mod = mask.flex_mask_mod(heads_q=4)
     b, h, i, j = (torch.arange(n).view(*[-1 if d == axis else 1 for d in range(4)])
                   for axis, n in enumerate((1, 4, 200, 200)))

@@ -11,7 +11,7 @@
 
 #include "../conformance/conformance.hpp"
 #include "cuda_memory.hpp"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
 #include "spattn/cuda/backend.hpp"
 
 namespace spattn::test {

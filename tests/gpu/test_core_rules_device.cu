@@ -12,7 +12,7 @@
 #include <algorithm>
 
 #include "../common.hpp"
-#include "estimate.cuh"
+#include "estimator_kernels.cuh"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/anchor_attn.hpp"
 #include "spattn/methods/bfla.hpp"

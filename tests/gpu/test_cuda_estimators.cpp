@@ -20,7 +20,7 @@
 #include "../conformance/for_each_case.hpp"
 #include "cuda_memory.hpp"
 #include "device_case.hpp"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/reference/anchor_attn.hpp"
 #include "spattn/reference/bfla.hpp"

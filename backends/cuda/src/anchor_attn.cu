@@ -31,12 +31,12 @@
 #include <cmath>
 #include <cub/block/block_scan.cuh>
 
-#include "device_common.cuh"
-#include "device_memory.cuh"
-#include "estimate.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "estimator_kernels.cuh"
+#include "host_helpers.cuh"
 #include "spattn/methods/anchor_attn.hpp"
 #include "spattn/pooling.hpp"
+#include "warp_primitives.cuh"
 
 namespace spattn::cuda {
 namespace {

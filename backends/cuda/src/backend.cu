@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "device_memory.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
 #include "flash.cuh"
+#include "host_helpers.cuh"
 #include "int8_quant.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"

@@ -21,15 +21,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "device_common.cuh"
-#include "device_memory.cuh"
-#include "estimate.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "estimator_kernels.cuh"
+#include "host_helpers.cuh"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/bfla.hpp"
 #include "spattn/online_softmax.hpp"
 #include "spattn/topcdf.hpp"
+#include "warp_primitives.cuh"
 
 namespace spattn::cuda {
 namespace {

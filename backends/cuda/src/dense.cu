@@ -4,9 +4,9 @@
 // methods, for baselines. Reads no tensor; no workspace.
 #include <cuda_runtime.h>
 
-#include "device_memory.cuh"
-#include "estimate.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "estimator_kernels.cuh"
+#include "host_helpers.cuh"
 #include "spattn/mask_policy.hpp"
 
 namespace spattn::cuda {

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "device_memory.cuh"
-#include "estimate.cuh"
+#include "estimator_kernels.cuh"
 #include "flash.cuh"
+#include "host_helpers.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"

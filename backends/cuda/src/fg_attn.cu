@@ -24,9 +24,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "device_memory.cuh"
-#include "estimate.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "estimator_kernels.cuh"
+#include "host_helpers.cuh"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/fg_attn.hpp"
 #include "spattn/topcdf.hpp"

@@ -1,4 +1,4 @@
-#include "device_common.cuh"
+#include "flash_helpers.cuh"
 #include "spattn/mask_policy.hpp"
 
 #include <cmath>

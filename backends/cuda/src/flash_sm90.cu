@@ -2,14 +2,14 @@
 // through an mbarrier pipeline. Same function as flash_sm80.cu (DESIGN.md §3); chosen for 128-row query
 // blocks (mask tile_q a multiple of 128, or merged 16/32/64-row tiles) on compute capability 9.0, head dims 64, 96, 128
 // and 256 (96 is stored zero-padded to 128 columns: kStored; 256 streams 64-key chunks through 2 stages: kChunkKeys,
-// Plan). Which keys a row sees, the block key end, the kept-key lookup, the PV-skip vote and empty rows are
+// SmemLayout). Which keys a row sees, the block key end, the kept-key lookup, the PV-skip vote and empty rows are
 // spattn/mask_policy.hpp's, as in the reference.
 //
 // CTA: 3 warpgroups (384 threads); a work item is one 128-row query block of one head: a 128k-row tile's rows, or the
 // merged item of 16/32/64-row tiles (DeviceTileMask::item_rows = 128: the union of the member tiles' key tiles, each
 // with a membership byte; per stage the producer publishes each member tile's 128-bit set of the chunk's keys, and each
 // warp masks the keys its own tile did not keep, so the output is exactly the mask's). The pieces, in file order:
-// - Plan, Smem: the shared-memory plan (Q block, kStages K and V stages, the stages' key indices, two work-queue
+// - SmemLayout, Smem: the shared-memory layout (Q block, kStages K and V stages, the stages' key indices, two work-queue
 //   indices, mbarriers) and its addresses at run time; Smem::init_barriers.
 // - Scheduler: the work queue (fetch: an atomic counter over DeviceTileMask::order, zeroed by each launch) and
 //   work-item decoding (load: order entry and query head → WorkItem, the sequence, heads, mask row, block key end and
@@ -45,8 +45,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "device_common.cuh"
-#include "device_memory.cuh"
+#include "flash_helpers.cuh"
+#include "host_helpers.cuh"
 #include "sm90.cuh"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
@@ -73,9 +73,9 @@ constexpr int kCodeRowStep = 128 / (code_cols(D) / 16);
 // ----------------------------------------------------------------------------------------------------------
 // Shared memory
 
-/// Shared-memory plan (byte offsets from a 1024-aligned base).
+/// Shared-memory layout (byte offsets from a 1024-aligned base).
 template <int D>
-struct Plan {
+struct SmemLayout {
   static constexpr int kD = kStored<D>;
   static constexpr int kBN = kChunkKeys<D>;
   static constexpr int kStages = D == 256 ? 2 : 3;
@@ -101,7 +101,7 @@ struct Plan {
 // The device pieces below exist in the sm_90a device pass only, the one where the kernel has a body.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-/// The plan at run time: shared-space addresses of the tiles and barriers, the stages' key indices and the work queue's
+/// The layout at run time: shared-space addresses of the tiles and barriers, the stages' key indices and the work queue's
 /// indices. Barriers: q_full (the item's index is published and its Q has landed),
 /// k_full(s) / v_full(s) (stage s's K / V rows have landed; k_full also publishes the stage's key indices),
 /// k_empty(s) (the consumers are done with stage s's K, keys, membership words and key scales: after the chunk's
@@ -111,9 +111,9 @@ struct Plan {
 /// earlier than a stage released whole would allow (with 2 stages, D = 256: before, no load ran ahead at all).
 template <int D>
 struct Smem {
-  using P = Plan<D>;
+  using P = SmemLayout<D>;
   static constexpr int kBN = P::kBN, kStages = P::kStages;
-  std::uint32_t base;  // the plan's 1024-aligned base (shared state space)
+  std::uint32_t base;  // the layout's 1024-aligned base (shared state space)
   int* key_base;       // kStages × kBN key indices (generic pointer)
   std::uint32_t* mem_base;  // per stage, kMemWords membership words of a merged item's keys (generic pointer)
   float* key_scale_base;    // per stage, the int8 mode's scales of its kBN keys (generic pointer)
@@ -237,7 +237,7 @@ struct Scheduler {
 /// c8 of rows r8, r8 + kCodeRowStep<D>, …), and each stage also gets its keys' dequantization scales.
 template <class T, int D, bool kTma, bool kMerged, bool kInt8>
 struct Producer {
-  using P = Plan<D>;
+  using P = SmemLayout<D>;
   static constexpr int kD = P::kD, kBN = P::kBN, kStages = P::kStages;
   static constexpr int kCols = kD / 8;          // 16-byte chunks per stored row
   static constexpr int kRowStep = 128 / kCols;  // rows covered by one pass of the warpgroup
@@ -508,7 +508,7 @@ __device__ __forceinline__ void epilogue(const FlashParams& p, const WorkItem& i
 /// roundings (≤ 2 ulp of a score; the products themselves are exact on both).
 template <class T, int D, bool kPingpong, bool kPvSkip, bool kMerged, bool kInt8>
 struct Consumer {
-  using P = Plan<D>;
+  using P = SmemLayout<D>;
   // The products run over the stored columns (D = 96: 128, zero-padded), kBN keys per chunk.
   static constexpr int kD = P::kD, kBN = P::kBN, kStages = P::kStages;
   static_assert(!kPvSkip || kBN == 128, "PV-skip decides 64- or 128-key tiles inside 128-key chunks");
@@ -964,7 +964,7 @@ bool make_map(CUtensorMap& map, bool half, const void* data, const FlashParams& 
 
 template <class T, int D, bool kTma, bool kPvSkip, bool kMerged, bool kInt8>
 void launch_kernel(const FlashParams& params, const CUtensorMap (&maps)[4], int order_size, cudaStream_t stream) {
-  using P = Plan<D>;
+  using P = SmemLayout<D>;
   auto kernel = flash_sm90_kernel<T, D, true, kTma, kPvSkip, kMerged, kInt8>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::kBytes);
   const int items = order_size * (params.heads_q / params.mask_heads);

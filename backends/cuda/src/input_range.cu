@@ -13,8 +13,8 @@
 #include <optional>
 #include <vector>
 
-#include "device_memory.cuh"
-#include "estimate.cuh"
+#include "estimator_kernels.cuh"
+#include "host_helpers.cuh"
 #include "spattn/cuda/backend.hpp"
 
 namespace spattn::cuda {

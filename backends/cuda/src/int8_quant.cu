@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "estimate.cuh"
+#include "estimator_kernels.cuh"
 #include "spattn/quant.hpp"
 
 namespace spattn::cuda {

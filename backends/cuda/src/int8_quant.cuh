@@ -1,7 +1,7 @@
 // SpargeAttn's quantized compute mode (AttendOptions::qk_int8) on the GPU: the prologue that the sm90 kernel's int8
 // Q·Kᵀ reads (flash_sm90.cu, kInt8). The rules are spattn/quant.hpp's and pooling.hpp's, so the codes and scales are the
 // reference's make_quant / quantize_row bits (reference/src/executor.cpp):
-//   1. μ_k per (batch, KV head): estimate.cuh's chunk_sum_kernel + sequence_mean_kernel (sequence_mean), rounded to
+//   1. μ_k per (batch, KV head): estimator_kernels.cuh's chunk_sum_kernel + sequence_mean_kernel (sequence_mean), rounded to
 //      the input dtype;
 //   2. per block of quant_block_q query rows / quant_block_k keys, the scale int8_block_scale(max |x|) over the block's
 //      valid rows, of Q and of the smoothed keys int8_smoothed_key(k, μ_k);
@@ -16,8 +16,8 @@
 
 #include <cstdint>
 
-#include "device_memory.cuh"
 #include "flash.cuh"
+#include "host_helpers.cuh"
 #include "spattn/attend_options.hpp"
 #include "spattn/problem.hpp"
 

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <sstream>
 
-#include "device_memory.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "host_helpers.cuh"
 #include "spattn/cuda/plan.hpp"
 #include "spattn/error.hpp"
 

@@ -57,9 +57,8 @@
 // at 32K and 195 / 211 ms at 128K with the wgmma kernel; the mma.sync kernel 14.3 ms (int8, 32K). The candidate kernel
 // is ≈ 90 % of it and issues ≈ 185 instructions per warp and 16 × 32 block at ≈ 0.53 per cycle and scheduler: 128
 // registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
-// Workspace: μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes (plus half of that packed, int4
-// off Hopper), scales, qmk B·Hq·Nkv floats and its
-// max |qmk| per (batch, query head),
+// SaleBuffers (the workspace): μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes (plus half of
+// that packed, int4 off Hopper), scales, qmk B·Hq·Nkv floats and its max |qmk| per (batch, query head),
 // sink-local states 2·B·Hq·Nq (q·k and q·k'), the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
 #include <cuda_runtime.h>
 
@@ -67,17 +66,17 @@
 #include <climits>
 #include <cmath>
 
-#include "device_common.cuh"
-#include "device_memory.cuh"
-#include "estimate.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "estimator_kernels.cuh"
 #include "flash.cuh"
+#include "host_helpers.cuh"
 #include "sm90.cuh"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/sale.hpp"
 #include "spattn/numerics.hpp"
 #include "spattn/online_softmax.hpp"
 #include "spattn/pooling.hpp"
+#include "warp_primitives.cuh"
 
 namespace spattn::cuda {
 namespace {
@@ -128,7 +127,8 @@ struct Geometry {
   const float* tau;  ///< per query head
 };
 
-struct Workspace {
+/// The estimator's device buffers (its workspace, see above), passed by value to its kernels.
+struct SaleBuffers {
   const float* mu_q;      ///< [(b·Hq + h)·D]
   const float* mu_k;      ///< [(b·Hkv + h)·D]
   std::int8_t* q_codes;   ///< [((b·Hq + h)·Nq + i)·D]
@@ -164,7 +164,7 @@ __device__ __forceinline__ float max_of(float a, float b) { return a < b ? b : a
 
 /// Step 3: 32-key block blockIdx.x of (batch, KV head) blockIdx.y — K' codes and scales, and qmk of the GQA group.
 template <class T, int D>
-__global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geometry g, Workspace w) {
+__global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geometry g, SaleBuffers w) {
   constexpr int kLd = D + 1;
   __shared__ float s_k[kBK * kLd];
   __shared__ float s_amax[kBK];
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geome
 /// Step 4: 64-row block blockIdx.x of (batch, query head) blockIdx.y — the sink-local state correction, Q' codes and
 /// scales.
 template <class T, int D>
-__global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geometry g, Workspace w) {
+__global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geometry g, SaleBuffers w) {
   constexpr int kLd = D + 1;
   __shared__ float s_q[kBQ * kLd];
   __shared__ float s_amax[kBQ], s_inv[kBQ];
@@ -336,10 +336,10 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
 /// stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time. wgmma (sm_90a, D = 128): the
 /// warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key half at a time (ptxas
 /// serializes the wgmma: the decisions between them branch), the other warpgroups' decisions overlapping them.
-/// kInt4 (mma.sync only): the codes two per byte (Workspace::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
+/// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
 /// bytes and half the instructions of the s8 path, the same integer products.
 template <int D, int HPC, bool kMargins, bool kWgmma, bool kInt4>
-__global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, Workspace w, MaskOut out) {
+__global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBuffers w, MaskOut out) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kWgmma) {
     __trap();  // built without sm_90a: the estimator launches this kernel only where use_sm90()
@@ -841,7 +841,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
       attend_async(p_, q, k, *v, region_, *o, nullptr, cu_q_, cu_kv_, empty_.ptr, stream, nullptr, {raw_state_.ptr, nullptr});
     else
       state_pass_async(p_, q, k, region_, raw_state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
-    Workspace w{mu_q_.ptr,    mu_k_.ptr,        q_codes_.ptr,   q_packed_.ptr, q_scale_.ptr,
+    SaleBuffers w{mu_q_.ptr,    mu_k_.ptr,        q_codes_.ptr,   q_packed_.ptr, q_scale_.ptr,
                 k_codes_.ptr, k_packed_.ptr,    k_scale_.ptr,   qmk_.ptr,      qmk_abs_max_.ptr,
                 raw_state_.ptr, state_.ptr,     margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");

@@ -2,7 +2,7 @@
 // reference's bits: every fp32 value is computed in the core's fixed order (pooling.hpp's column means,
 // sparge::row_inv_norm / unit_sum / similarity_of, dot_lane + combine_lanes8 scores, exp2_det weights, top_cdf_count on the
 // sorted row), this file compiled with --fmad=false. Three kernels, all on the caller's stream:
-//   1. chunk_sum + sequence_mean (estimate.cuh): the mean key of each (batch, KV head) in pooling.hpp's blocked
+//   1. chunk_sum + sequence_mean (estimator_kernels.cuh): the mean key of each (batch, KV head) in pooling.hpp's blocked
 //      order (chunk sums in parallel, then their sum), one thread per column;
 //   2. pool (twice): per block of rows, its mean and self-similarity (keys centred by 1.); one CTA per block;
 //   3. select: per (batch, query head, query block) — one CTA — pooled scores, candidates and forced blocks, the
@@ -15,9 +15,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "device_memory.cuh"
-#include "estimate.cuh"
-#include "estimators.cuh"
+#include "estimator_interface.cuh"
+#include "estimator_kernels.cuh"
+#include "host_helpers.cuh"
 #include "spattn/error.hpp"
 #include "spattn/mask_policy.hpp"
 #include "spattn/methods/sparge.hpp"

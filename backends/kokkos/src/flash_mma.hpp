@@ -18,7 +18,7 @@
 // the 11 % block mask runs 3 % faster than with two teams an SM (6.09–6.15 ms against 6.28–6.37), the dense mask 1 %
 // slower (42.15–42.24 ms against 41.69–41.76); a team per SM more hides more of each row block's prologue (Q, the
 // first K chunk) and epilogue, which a sparse mask's short key lists expose.
-// The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are backends/ptx's, shared with the
+// The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are nvidia/spattn_ptx's, shared with the
 // hand-written CUDA backend; this kernel is the Kokkos backend's own (its team, its scratch, its row blocks).
 // Not bit-identical to the reference (fp32 accumulation in another order; P in the input dtype as every flash
 // kernel): outputs within the dtype's tolerance (DESIGN.md §5.4), as the other Kokkos kernels.

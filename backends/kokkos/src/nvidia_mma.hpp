@@ -1,5 +1,5 @@
 // Where the Kokkos backend has tensor-core kernels: Kokkos::Cuda built for sm_80 or later defines SPATTN_KOKKOS_MMA and
-// brings in the NVIDIA warp-level primitives (backends/ptx, shared with the hand-written CUDA backend). The kernels that
+// brings in the NVIDIA warp-level primitives (nvidia/spattn_ptx, shared with the hand-written CUDA backend). The kernels that
 // use them (flash_mma.hpp, bfla_mma.hpp) are NVIDIA specializations of the portable ones beside them; every other space
 // runs the portable kernels.
 #pragma once

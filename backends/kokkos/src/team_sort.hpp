@@ -1,7 +1,7 @@
 // The selection order inside a Kokkos team: an ascending bitonic sort of the core's 64-bit selection keys
 // (spattn/topcdf.hpp: selection_key, signed_selection_key — selection_before as one integer order) in team scratch,
 // every thread of the team taking part. selection_before is a total order, so the permutation is the one every
-// correct sort gives: the reference's, and the hand-written CUDA estimators' (the same network, estimate.cuh).
+// correct sort gives: the reference's, and the hand-written CUDA estimators' (the same network, estimator_kernels.cuh).
 // n log² n compare-exchanges per row instead of the n² comparisons of counting each entry's rank.
 #pragma once
 

@@ -1,4 +1,5 @@
-"""The Python package on a GPU machine (issue 17's proof on the H100): run by device.sh after it built the module.
+"""The Python package on a GPU machine (issue 17's proof on the H100): run by scripts/gpu/python.sh after it built the
+module.
 
     PYTHONPATH=<build>/python python python/tests/gpu/run_gpu_checks.py --build <build>
 

@@ -3,14 +3,14 @@
 # train, then runs quality.py. The work runs detached in STATE (default /root/spattn-quality, kept while the machine
 # is held), so a device call may end before it does; each call of this script starts the pipeline if it is not
 # running or done, waits up to WAIT seconds (default 540), prints the log's tail and copies the results to $OUT.
-#   bash bench/quality/device.sh            (from the repository root; SPATTN_SYSROOT as python/tests/gpu/device.sh)
+#   bash scripts/gpu/quality.sh            (SPATTN_SYSROOT as in scripts/gpu/python.sh)
 # Environment: LM_MINUTES (default 4 at 8K, then LM32_MINUTES 1.5 at 32K), DIT_MINUTES (3 at 8 frames, then
 # DIT32_MINUTES 1 at 32 frames), QUALITY_MINUTES (default 21: no quality row starts later than that after the
 # pipeline's start, so the whole run stays inside one session's device time), QUALITY_ARGS (extra arguments of
 # quality.py). Comes back in $OUT: quality.json and its log, the pipeline and build logs, captures.npz (the demo's
 # Q/K/V captures) and extra.tgz (the training logs and the calibrated parameter files).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/prelude.sh"
 STATE=${STATE:-/root/spattn-quality}
 WAIT=${WAIT:-540}
 mkdir -p "$STATE"
@@ -22,7 +22,7 @@ if [[ ! -e $STATE/started ]]; then
 cd $STATE/src
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 deadline=\$(( \$(date +%s) + ${QUALITY_MINUTES:-21} * 60 ))
-(SPATTN_BUILD_ONLY=1 bash python/tests/gpu/device.sh > $STATE/build.log 2>&1; echo "build rc \$?" >> $STATE/build.log) &
+(SPATTN_BUILD_ONLY=1 bash scripts/gpu/python.sh > $STATE/build.log 2>&1; echo "build rc \$?" >> $STATE/build.log) &
 build=\$!
 python3 bench/quality/train.py lm --seqlen 8192 --minutes ${LM_MINUTES:-4} --out $STATE/lm8k &&
 python3 bench/quality/train.py lm --seqlen 32768 --minutes ${LM32_MINUTES:-1.5} --init $STATE/lm8k --out $STATE/lm &&

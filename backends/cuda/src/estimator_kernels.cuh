@@ -1,4 +1,5 @@
-// Device building blocks of the CUDA estimators (sparge.cu, …): where a sequence's rows are, an element as fp32,
+// Device building blocks of the CUDA estimators' kernels (sparge.cu, …; the estimator objects that launch them:
+// estimator_interface.cuh): where a sequence's rows are, an element as fp32,
 // block-wide reductions, the selection order as a sort, and the write of one mask row. The decisions themselves are
 // the core's (spattn/methods/*.hpp, topcdf.hpp, pooling.hpp, mask_policy.hpp); the estimator files are compiled
 // with --fmad=false so the core's fp32 expressions round exactly as on the host (DESIGN.md §5.3).
@@ -13,8 +14,8 @@
 #include <cstdint>
 
 #include "spattn/methods/sparge.hpp"
-#include "spattn/problem.hpp"
 #include "spattn/pooling.hpp"
+#include "spattn/problem.hpp"
 #include "spattn/topcdf.hpp"
 
 namespace spattn::cuda::detail {

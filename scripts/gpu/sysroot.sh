@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Debian 12 packages the Python module's build needs (Eigen, oneTBB, nlohmann-json, zlib headers and libraries),
 # unpacked into DIR on this (CPU) machine, for a GPU machine that lacks them (our H100 image did on 2026-11-26: CMake
-# stopped at find_package(TBB)). Carry DIR there and pass it to device.sh:
-#   bash python/tests/gpu/sysroot.sh .devbuild/sysroot                      (here)
-#   SPATTN_SYSROOT=.devbuild/sysroot bash python/tests/gpu/device.sh       (there)
+# stopped at find_package(TBB)). Carry DIR there and pass it to python.sh or quality.sh:
+#   bash scripts/gpu/sysroot.sh .devbuild/sysroot                      (here, on the build machine)
+#   SPATTN_SYSROOT=.devbuild/sysroot bash scripts/gpu/python.sh       (there)
 set -euo pipefail
 dir=$(realpath -m "${1:?usage: sysroot.sh DIR}")
 tmp=$(mktemp -d)

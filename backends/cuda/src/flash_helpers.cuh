@@ -1,6 +1,7 @@
-// Device helpers shared by the flash kernels (flash_sm80.cu, flash_sm90.cu): packing, async copies and the
-// output/LSE epilogue, so both kernels write results the same way. The mask semantics (which keys a row sees,
-// the kept-key lookup, empty rows, PV-skip) are spattn/mask_policy.hpp's, shared with the reference executor.
+// Device helpers shared by the flash kernels (flash_sm80.cu, flash_sm90.cu): the output/LSE stores and loads and
+// the epilogue, so both kernels write results the same way (packing and async copies: warp_primitives.cuh). The
+// mask semantics (which keys a row sees, the kept-key lookup, empty rows, PV-skip) are spattn/mask_policy.hpp's,
+// shared with the reference executor.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,24 +11,11 @@
 #include <type_traits>
 
 #include "flash.cuh"
-#include "spattn_ptx/sm80.cuh"
 #include "spattn/mask_policy.hpp"
 #include "spattn/online_softmax.hpp"
+#include "warp_primitives.cuh"
 
 namespace spattn::cuda::detail {
-
-// The warp-level primitives (mma.sync, ldmatrix, swizzle, pack2, cp.async): backends/ptx, shared with the Kokkos backend.
-using ptx::cp_async16;
-using ptx::cp_async4;
-using ptx::cp_async_commit;
-using ptx::cp_async_wait;
-using ptx::ldmatrix_x4;
-using ptx::ldmatrix_x4_trans;
-using ptx::MmaType;
-using ptx::pack2;
-using ptx::smem_addr;
-using ptx::split_pieces;
-using ptx::swz;
 
 /// Stores output elements (col, col + 1) of a row starting at element offset `orow`.
 __device__ __forceinline__ void store_pair(const FlashParams& p, std::int64_t orow, int col, float o0, float o1) {

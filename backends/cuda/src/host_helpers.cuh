@@ -1,4 +1,5 @@
-// Host-side helpers shared by the CUDA backend's files: the CUDA error check and an owned device array.
+// Host-side helpers shared by the CUDA backend's files: the CUDA error check, the workspace arena and an owned device
+// array (device-side helpers: estimator_kernels.cuh, flash_helpers.cuh, warp_primitives.cuh).
 #pragma once
 
 #include <cuda_runtime.h>

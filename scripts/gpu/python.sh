@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The Python package on the GPU machine (Python 3.12, torch 2.11, pip's pybind11, CUDA 13, nvcc, cmake, ninja; no
-# internet). From the repository root:
-#   bash python/tests/gpu/device.sh
-# Builds only the module (and the C++ timing program) with the CUDA backend for sm_90a — the `cuda` preset's
-# configuration (Release, SPATTN_ENABLE_CUDA) without its tests, tools and benchmarks, for one architecture — then
-# runs the CPU test suite with this PyTorch and the GPU checks (run_gpu_checks.py), whose table ends the output.
-# Environment: SPATTN_BUILD_ONLY (set: stop after the build), PYTHON (default python3), BUILD (default build-python-cuda), OUT (where gpu_checks.txt goes; default
-# the build directory), SPATTN_SYSROOT (Debian's Eigen/oneTBB/nlohmann-json/zlib unpacked by sysroot.sh, for a machine
-# without them).
+# internet):
+#   bash scripts/gpu/python.sh
+# Builds only the module (and the C++ timing program) with the CUDA backend for sm_90a — the preset python-cuda
+# (Release, SPATTN_ENABLE_CUDA, no doctest suite, tools or benchmarks, one architecture) with this machine's Python
+# and pybind11 — then runs the CPU test suite with this PyTorch and the GPU checks
+# (python/tests/gpu/run_gpu_checks.py), whose table ends the output.
+# Environment: SPATTN_BUILD_ONLY (set: stop after the build), PYTHON (default python3), BUILD (default
+# build-python-cuda, relative to the repository root), OUT (where gpu_checks.txt goes; default the build directory),
+# SPATTN_SYSROOT (Debian's Eigen/oneTBB/nlohmann-json/zlib unpacked by sysroot.sh, for a machine without them;
+# relative to the repository root).
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
+source "$(dirname "$0")/prelude.sh"
 PYTHON=$(command -v "${PYTHON:-python3}")
 BUILD=${BUILD:-build-python-cuda}
 OUT=${OUT:-$BUILD}
@@ -31,14 +33,11 @@ command -v ninja > /dev/null && generator=(-G Ninja)
 
 echo "+ $PYTHON: $($PYTHON -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__)')"
 start=$(date +%s)
-CUDACXX=$nvcc cmake -S . -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DSPATTN_ENABLE_CUDA=ON -DSPATTN_BUILD_PYTHON=ON -DSPATTN_BUILD_PYTHON_TESTS=ON \
-  -DSPATTN_BUILD_TESTS=OFF -DSPATTN_BUILD_TOOLS=OFF -DSPATTN_BUILD_BENCH=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90a "-DSPATTN_CUDA_GENCODE=-gencode=arch=compute_90a,code=sm_90a" \
+CUDACXX=$nvcc cmake --preset python-cuda -B "$BUILD" "${generator[@]}" \
   -DPython_EXECUTABLE="$PYTHON" -Dpybind11_DIR="$($PYTHON -m pybind11 --cmakedir)"
-cmake --build "$BUILD" --target _spattn spattn_python_call_time -j "$(nproc)"
+cmake --build "$BUILD" --target _spattn spattn_python_call_time -j "$(nproc)"  # the build preset python-cuda's targets
 echo "+ configure + build: $(( $(date +%s) - start )) s"
-[[ -n ${SPATTN_BUILD_ONLY:-} ]] && exit 0  # the module for another script (bench/quality/device.sh)
+[[ -n ${SPATTN_BUILD_ONLY:-} ]] && exit 0  # the module for another script (quality.sh)
 
 export PYTHONPATH=$PWD/$BUILD/python PYTHONDONTWRITEBYTECODE=1
 status=0

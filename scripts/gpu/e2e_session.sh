@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# One device session for the GPU pipeline (device machine, repository root): the GPU conformance target, then the
-# end-to-end benchmark (bench/e2e_bench.cpp; WORKLOADS="llm video") and its peers (bench/e2e_peers.py: cuDNN, FlexAttention) in the same
-# session. Binaries are built here for sm_90a and carried in DIR with the Debian libraries they link:
-#   bash bench/e2e_session.sh DIR [LENGTHS...]     DIR holds spattn_gpu_tests, spattn_bench_e2e, spattn, libtbb.so.12
+# One device session for the GPU pipeline (GPU machine): the GPU conformance target, then the end-to-end benchmark
+# (bench/e2e_bench.cpp; WORKLOADS="llm video") and its peers (bench/e2e_peers.py: cuDNN, FlexAttention) in the same
+# session. The binaries are built on the build machine for sm_90a with the preset cuda-sm90 and carried in DIR with
+# the Debian libraries they link:
+#   cmake --preset cuda-sm90 && cmake --build --preset cuda-sm90 -j 2
+#   DIR: build-cuda-sm90/tests/spattn_gpu_tests, build-cuda-sm90/bench/spattn_bench_e2e, build-cuda-sm90/tools/spattn,
+#        libtbb.so.12
+#   bash scripts/gpu/e2e_session.sh DIR [LENGTHS...]        (default LENGTHS: 32768 131072)
 # Logs go to $OUT; the last lines are the tables.
 set -uo pipefail
-dir=$1
+source "$(dirname "$0")/prelude.sh"
+gpu_session "${1:?usage: e2e_session.sh DIR [LENGTHS...]}"
 shift
 lengths=${*:-32768 131072}
-out=${OUT:-/tmp}
-export LD_LIBRARY_PATH=$dir:${LD_LIBRARY_PATH:-}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 if [[ -x $dir/spattn_gpu_tests ]]; then
-  "$dir/spattn_gpu_tests" > "$out/gpu_tests.log" 2>&1
-  echo "== spattn_gpu_tests exit status: $?"
-  grep -E "MESSAGE|ERROR|test cases|assertions|Status" "$out/gpu_tests.log" | sed 's/^.*MESSAGE: //' | tail -30
+  gpu_tests spattn_gpu_tests 30
 fi
 if [[ -x $dir/spattn ]]; then  # the program's GPU path: the same columns as on the CPU
   "$dir/spattn" run --backend cuda --method sparge --workload llm --seq 8192 --heads 8 --kv-heads 2 --dim 128

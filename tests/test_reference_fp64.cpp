@@ -1,5 +1,6 @@
-// The reference executor against the independent fp64 oracle over a table of shapes: odd lengths, GQA,
-// Nq < Nkv, head dims 64…256, both layouts, every dtype, fine and coarse tiles, variable-length batches.
+// The reference executor against the independent fp64 reference (exact_fp64, tests/common.hpp) over a table of
+// shapes: odd lengths, GQA, Nq < Nkv, head dims 64…256, both layouts, every dtype, fine and coarse tiles,
+// variable-length batches.
 // Outputs are poisoned first, so an element the executor forgets to write fails.
 #include <doctest/doctest.h>
 
@@ -33,7 +34,7 @@ void check_case(const Case& c, DType out_dtype = DType::f32) {
   CHECK(stats.backend == "reference");
 
   const MaskAllowed allowed{p, mask};
-  const std::vector<double> want = oracle(p, q, k, v, allowed);
+  const std::vector<double> want = exact_fp64(p, q, k, v, allowed);
   const double tol = tolerance(out_dtype);
   double worst = 0.0;
   std::int64_t empty = 0, bad = 0;
@@ -59,8 +60,8 @@ void check_case(const Case& c, DType out_dtype = DType::f32) {
   CHECK(stats.empty_rows == empty);
 }
 
-TEST_CASE("reference executor matches the fp64 oracle over the shape table") {
-  // The shared conformance table (tests/conformance), less the cases too long for the O(N²) fp64 oracle.
+TEST_CASE("reference executor matches the fp64 reference over the shape table") {
+  // The shared conformance table (tests/conformance), less the cases too long for the O(N²) fp64 reference.
   int checked = 0;
   for (const conformance::ExecutorCase& e : conformance::executor_cases()) {
     if (e.nq * e.nkv > 30'000'000) continue;

@@ -1,4 +1,5 @@
-// The CUDA estimators behind Plan (plan.cu) and CudaBackend::estimate: one object per method and problem shape
+// The host-side interface of the CUDA estimators (their kernels' building blocks: estimator_kernels.cuh), behind
+// Plan (plan.cu) and CudaBackend::estimate: one object per method and problem shape
 // that allocates its workspace once and then only enqueues kernels (graph-capturable); the executor's coverage and
 // its per-problem device state (backend.cu).
 #pragma once
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "device_memory.cuh"
+#include "host_helpers.cuh"
 #include "spattn/cuda/backend.hpp"
 #include "spattn/method_config.hpp"
 
