@@ -99,6 +99,32 @@ def test_oracle_full_density_is_dense_and_sparser_costs_more():
     assert losses[0.1] != own
 
 
+def test_calibrated_attention_routes_each_layer_to_its_params(tmp_path):
+    """Layer 0 gets FG-Attn's sparsest setting, layer 1 dense (calibrated against a bound every setting / none meets):
+    the densities recorded per layer say which file each layer used."""
+    model, _ = tiny_lm()
+    windows = torch.randint(0, 256, (1, 513), generator=torch.Generator().manual_seed(SEED))  # 16 tiles of 32
+    g = torch.Generator().manual_seed(SEED)
+    q, k, v = (torch.randn(1, 4, 512, 32, generator=g) for _ in range(3))
+    paths = [tmp_path / "layer0.json", tmp_path / "layer1.json"]
+    spattn.calibrate("fgattn", [(q, k, v)], paths[0], causal=True, rel_l1=10.0)
+    spattn.calibrate("fgattn", [(q, k, v)], paths[1], causal=True, rel_l1=1e-12)
+    with harness.Swap(harness.calibrated_attention("fgattn", paths), layers=2) as record:
+        harness.lm_loss_on(model, windows)
+    density = record.summary()["layer_density"]
+    assert density[1] == 1.0 and density[0] < 1.0, density
+
+
+def test_swap_compares_the_first_calls_only_when_told():
+    model, windows = tiny_lm()
+    with harness.Swap(harness.spattn_attention("sparge", topk=0.5), layers=2, compare=2) as record:
+        harness.lm_loss_on(model, windows)
+    errors = [e for _, e in record.calls]
+    assert len(errors) == 2 * len(windows)
+    assert all(e is not None for e in errors[:2]) and all(e is None for e in errors[2:]), errors
+    assert all(x == x for x in record.summary()["layer_rel_l1"])  # every layer has its first forward's error
+
+
 def test_dit_loss_and_swap():
     torch.manual_seed(SEED)
     model = models.DiT(dim=64, depth=2, heads=2).eval()
