@@ -12,9 +12,10 @@ the current stream). Per-layer calibrated parameters: register(method, params=[p
 
 What the function takes from transformers and what it refuses (spattn.Error, never a silently different result):
 - query [B, Hq, L, D], key / value [B, Hkv, S, D] (GQA: Hq a multiple of Hkv); the result [B, L, Hq, Dv], no weights.
+- The methods are prefill methods: a decode step (one query over the cache, L = 1) runs spattn's dense attention.
 - Causal layers use spattn's causal rule, aligned bottom-right: with a cache, the L new queries are the last L rows
-  of the S keys, so decoding (L = 1) and chunked prefill need no mask. Non-causal layers (is_causal False) attend to
-  every key.
+  of the S keys, so decoding and chunked prefill need no mask. Non-causal layers (is_causal False) attend to every
+  key.
 - The mask transformers would build is replaced by register()'s mask function, which returns no mask: spattn
   computes its own. It refuses, when not compiling, a padding mask with a padded position (use unpadded or
   variable-length batches: spattn.sparse_attention(cu_seqlens_q=...)), and a cache longer than the tokens seen (a
@@ -58,8 +59,11 @@ def attention_forward(method, params=None, **config):
                 raise spattn.Error(f"spattn attention: params has {len(params)} layers; this module's layer_idx is "
                                    f"{layer}")
             options = {"params": str(params[layer])}
-        out = spattn.torch.sparse_attention(query, key, value, method=method, causal=bool(causal), scale=scaling,
-                                            **options)
+        if query.shape[2] == 1:  # decode: one row over the cache (a shape, so a static branch under compile)
+            out = spattn.torch.sparse_attention(query, key, value, method="dense", causal=bool(causal), scale=scaling)
+        else:
+            out = spattn.torch.sparse_attention(query, key, value, method=method, causal=bool(causal), scale=scaling,
+                                                **options)
         return out.transpose(1, 2).contiguous(), None
 
     return forward

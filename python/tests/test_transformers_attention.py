@@ -54,6 +54,15 @@ def test_dense_matches_softmax_attention_in_transformers_layout(L, S, causal):
     assert err < 1e-4, f"max abs {err}"
 
 
+def test_decode_steps_are_dense():
+    """One query over the cache (L = 1) runs dense attention whatever the method (the methods are prefill methods)."""
+    g = torch.Generator().manual_seed(SEED)
+    q, k, v = inputs(1, 4, 2, 1, 700, 64, g)
+    out, _ = st.attention_forward("fgattn", top_p=0.5)(module(), q, k, v, None, scaling=None)
+    want = attention_fp64(q, k, v, True, 64 ** -0.5).transpose(1, 2)
+    assert (out.double() - want).abs().max().item() < 1e-4
+
+
 def test_is_causal_keyword_overrides_the_module():
     g = torch.Generator().manual_seed(SEED)
     q, k, v = inputs(1, 2, 2, 16, 16, 32, g)
