@@ -12,8 +12,14 @@ chunks r and 2P−1−r (the head-tail "zigzag" order: every rank gets one early
 to within a chunk's rows); otherwise into P contiguous chunks, rank r holding chunk r. Any length: chunk c of C is
 rows [c·N // C, (c+1)·N // C), so chunk sizes differ by at most one row, and chunks may be empty when N < C.
 
-Not here yet (issue 44): sparse_attention over the shards (estimates bit-identical to one process, communication only
-for kept K/V tiles, merging through each row's state), the all-to-all-over-heads mode, and the C++/NCCL path.
+sparse_attention(q, k, v, method=..., mode="ulysses") runs the all-to-all-over-heads mode: each rank gets the whole
+sequence of P-th of the heads (Hkv divisible by P; a K/V head moves with its query heads), runs the single-process
+method on them, and the outputs go back to the sequence shards. Every head's mask is the one-process mask, since
+every head sees the same whole sequence. On gloo (no all-to-all there) the exchange is P all-gathers; on other
+backends one all_to_all each way.
+
+Not here yet (issue 44): the sequence-parallel mode for Hkv < P (estimates combined bit-identically from summaries,
+communication only for kept K/V tiles, merging through each row's state), and the C++/NCCL path.
 """
 import spattn
 
@@ -103,3 +109,94 @@ def check_same_call(group=None, **signature):
             field = next(k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
             values = ", ".join(f"rank {i}: {dict(s).get(field, '(missing)')}" for i, s in enumerate(every))
             raise spattn.Error(f"spattn.distributed: the ranks disagree on {field} ({values})")
+
+
+def _sizes(n, group):
+    """Every rank's sequence length (shard rows), in rank order."""
+    import torch
+    dist, _, world = _world(group)
+    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([n], dtype=torch.long), group=group)
+    return [int(x.item()) for x in sizes]
+
+
+def _all_to_all(send, sizes, group):
+    """send[j] (a [B, h, sizes[j or me], D] tensor, see the callers) goes to rank j; returns recv, recv[i] what rank i
+    sent here. Tensors are padded along dim 2 to the longest of `sizes` for the exchange and cut back to
+    sizes_from(i) by the caller."""
+    import torch
+    dist, rank, world = _world(group)
+    longest = max(sizes) if sizes else 0
+
+    def padded(t):
+        extra = longest - t.shape[2]
+        return torch.cat([t, t.new_zeros(t.shape[:2] + (extra,) + t.shape[3:])], dim=2) if extra else t.contiguous()
+    send = [padded(t) for t in send]
+    if dist.get_backend(group) == "gloo":  # no all_to_all in gloo: round j gathers every rank's piece for rank j
+        recv = None
+        for j in range(world):
+            pieces = [torch.empty_like(send[j]) for _ in range(world)]
+            dist.all_gather(pieces, send[j], group=group)
+            if j == rank:
+                recv = pieces
+        return recv
+    recv = [torch.empty_like(send[rank]) for _ in range(world)]
+    dist.all_to_all(recv, send, group=group)
+    return recv
+
+
+def _heads_config(config):
+    """The options every rank's heads take: the method's options are per method (one value for every head); per-head
+    parameter files are not split over the ranks yet."""
+    if "params" in config:
+        raise spattn.Error("spattn.distributed.sparse_attention: params= (per-head files) is not taken yet")
+    return config
+
+
+def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, mode="ulysses", **config):
+    """spattn.sparse_attention over the group's sequence shards (shard()'s layout, the same `causal` as there):
+    q [B, Hq, n_r, D], k and v [B, Hkv, n_r, D] on rank r; returns this rank's output rows [B, Hq, n_r, Dv].
+    mode "ulysses": all-to-all over heads (Hkv a multiple of the group's size). Every rank must make the same call:
+    ranks that disagree (method, options, heads, dims, dtypes, lengths) all raise the same spattn.Error."""
+    import torch
+    dist, rank, world = _world(group)
+    check_same_call(group, mode=mode, method=method, causal=bool(causal), scale=scale,
+                    config=sorted((key, repr(value)) for key, value in config.items()),
+                    q=(q.dim(), q.shape[0], q.shape[1], q.shape[-1], str(q.dtype)),
+                    k=(k.dim(), k.shape[0], k.shape[1], k.shape[-1], str(k.dtype)),
+                    v=(v.dim(), v.shape[0], v.shape[1], v.shape[-1], str(v.dtype)))
+    if mode != "ulysses":
+        raise spattn.Error(f"spattn.distributed.sparse_attention: mode {mode!r} is not available (\"ulysses\" is)")
+    if q.dim() != 4 or k.shape[2] != q.shape[2] or v.shape[2] != q.shape[2]:
+        raise spattn.Error("spattn.distributed.sparse_attention: q, k, v [B, H, n, D] shards of one sequence (self-"
+                           f"attention), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    heads_q, heads_kv = q.shape[1], k.shape[1]
+    if heads_kv % world != 0 or heads_q % heads_kv != 0:
+        raise spattn.Error(f"spattn.distributed.sparse_attention: mode ulysses needs the K/V heads ({heads_kv}) "
+                           f"divisible by the group's {world} ranks (and Hq = {heads_q} a multiple of them)")
+    sizes = _sizes(q.shape[2], group)
+    length = sum(sizes)
+    held = [positions(length, r, world, causal) for r in range(world)]
+    if [len(p) for p in held] != sizes:
+        raise spattn.Error(f"spattn.distributed.sparse_attention: the ranks hold {sizes} rows, but shard() of "
+                           f"{length} rows gives {[len(p) for p in held]} (causal={causal})")
+    hq, hkv = heads_q // world, heads_kv // world
+
+    def whole(shard_of):  # the pieces every rank sent here, placed at their rows: [B, h, length, D]
+        first = shard_of[0]
+        out = first.new_empty(first.shape[:2] + (length,) + first.shape[3:])
+        for r in range(world):
+            index = torch.tensor(held[r], dtype=torch.long, device=out.device)
+            out.index_copy_(2, index, shard_of[r].narrow(2, 0, sizes[r]))
+        return out
+    # Heads out, sequence in: rank j gets query heads [j·hq, (j+1)·hq) and their K/V heads.
+    got_q = _all_to_all([q[:, j * hq:(j + 1) * hq] for j in range(world)], sizes, group)
+    got_k = _all_to_all([k[:, j * hkv:(j + 1) * hkv] for j in range(world)], sizes, group)
+    got_v = _all_to_all([v[:, j * hkv:(j + 1) * hkv] for j in range(world)], sizes, group)
+    options = _heads_config(config)
+    out = spattn.sparse_attention(whole(got_q), whole(got_k), whole(got_v), method=method, causal=causal,
+                                  scale=scale, **options)
+    # Sequence out, heads in: rank i gets its rows of every rank's heads.
+    back = _all_to_all([out.index_select(2, torch.tensor(held[i], dtype=torch.long, device=out.device))
+                        for i in range(world)], sizes, group)
+    return torch.cat([piece.narrow(2, 0, sizes[rank]) for piece in back], dim=1)

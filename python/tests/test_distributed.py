@@ -66,6 +66,45 @@ def _disagree(rank, world, store, seed, results):
             dist.destroy_process_group()
 
 
+ULYSSES_CASES = [("dense", {}), ("sparge", {"topk": 0.5}), ("sale", {}), ("fgattn", {}), ("bfla", {}),
+                 ("anchor", {"theta": 8.0})]
+
+
+def _ulysses(rank, world, store, seed, results):
+    """Every method through mode ulysses against one process's spattn.sparse_attention on the whole inputs: the
+    rank's rows, bit for bit (each head computes on the same whole sequence)."""
+    try:
+        _init(rank, world, store)
+        heads_kv, n, d = world, 257, 32
+        heads_q = 2 * heads_kv
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(1, heads_q, n, d, generator=g)
+        k = torch.randn(1, heads_kv, n, d, generator=g)
+        v = torch.randn(1, heads_kv, n, d, generator=g)
+        cases = ULYSSES_CASES
+        checked = 0
+        for causal in (True, False):
+            rows = sd.positions(n, rank, world, causal)
+            for method, config in cases:
+                got = sd.sparse_attention(sd.shard(q, causal=causal), sd.shard(k, causal=causal),
+                                          sd.shard(v, causal=causal), method=method, causal=causal, **config)
+                want = spattn.sparse_attention(q, k, v, method=method, causal=causal, **config)[:, :, rows]
+                assert torch.equal(got, want), (method, config, causal, (got - want).abs().max().item())
+                checked += 1
+        try:  # 3 K/V heads over 2 ranks (or 2 over 3): every rank refuses the same way
+            bad = 3 if world == 2 else 2
+            sd.sparse_attention(sd.shard(q[:, :bad]), sd.shard(k[:, :1].expand(1, bad, n, d).contiguous()),
+                                sd.shard(v[:, :1].expand(1, bad, n, d).contiguous()), method="dense", causal=True)
+            results.put((rank, "no error", checked))
+        except spattn.Error as e:
+            results.put((rank, "ok", (checked, str(e))))
+    except Exception:
+        results.put((rank, "error", traceback.format_exc()))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _run(target, world, expected_messages, timeout=120):
     ctx = torch.multiprocessing.get_context("spawn")
     results = ctx.Queue()
@@ -86,6 +125,15 @@ def test_shard_and_unshard_round_trip(world):
     got = _run(_roundtrip, world, 1)
     assert all(status == "ok" for _, status, _ in got), got
     assert all(detail == 2 * len(LENGTHS) for _, _, detail in got)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_ulysses_gives_each_rank_its_rows_of_the_one_process_output(world):
+    got = _run(_ulysses, world, 1, timeout=300)
+    assert all(status == "ok" for _, status, _ in got), got
+    assert all(detail[0] == 2 * len(ULYSSES_CASES) for _, _, detail in got), got
+    messages = {detail[1] for _, _, detail in got}
+    assert len(messages) == 1 and "divisible by the group" in messages.pop(), got
 
 
 def test_ranks_that_disagree_all_raise_the_same_error():
