@@ -153,9 +153,11 @@ def _heads_config(config):
     return config
 
 
-def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, mode="ulysses", **config):
+def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, mode="ulysses", return_lse=False,
+                     **config):
     """spattn.sparse_attention over the group's sequence shards (shard()'s layout, the same `causal` as there):
-    q [B, Hq, n_r, D], k and v [B, Hkv, n_r, D] on rank r; returns this rank's output rows [B, Hq, n_r, Dv].
+    q [B, Hq, n_r, D], k and v [B, Hkv, n_r, D] on rank r; returns this rank's output rows [B, Hq, n_r, Dv] (and with
+    return_lse, their natural-log LSE [B, Hq, n_r], as spattn.sparse_attention's).
     mode "ulysses": all-to-all over heads (Hkv a multiple of the group's size). Every rank must make the same call:
     ranks that disagree (method, options, heads, dims, dtypes, lengths) all raise the same spattn.Error."""
     import torch
@@ -195,8 +197,13 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
     got_v = _all_to_all([v[:, j * hkv:(j + 1) * hkv] for j in range(world)], sizes, group)
     options = _heads_config(config)
     out = spattn.sparse_attention(whole(got_q), whole(got_k), whole(got_v), method=method, causal=causal,
-                                  scale=scale, **options)
-    # Sequence out, heads in: rank i gets its rows of every rank's heads.
-    back = _all_to_all([out.index_select(2, torch.tensor(held[i], dtype=torch.long, device=out.device))
-                        for i in range(world)], sizes, group)
-    return torch.cat([piece.narrow(2, 0, sizes[rank]) for piece in back], dim=1)
+                                  scale=scale, return_lse=return_lse, **options)
+
+    def rows_back(x):  # sequence out, heads in: rank i gets its rows of every rank's heads ([B, h, N, ...])
+        back = _all_to_all([x.index_select(2, torch.tensor(held[i], dtype=torch.long, device=x.device))
+                            for i in range(world)], sizes, group)
+        return torch.cat([piece.narrow(2, 0, sizes[rank]) for piece in back], dim=1)
+    if not return_lse:
+        return rows_back(out)
+    out, lse = out
+    return rows_back(out), rows_back(lse.unsqueeze(-1)).squeeze(-1)

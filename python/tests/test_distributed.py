@@ -91,6 +91,10 @@ def _ulysses(rank, world, store, seed, results):
                 want = spattn.sparse_attention(q, k, v, method=method, causal=causal, **config)[:, :, rows]
                 assert torch.equal(got, want), (method, config, causal, (got - want).abs().max().item())
                 checked += 1
+            got, lse = sd.sparse_attention(sd.shard(q, causal=causal), sd.shard(k, causal=causal),
+                                           sd.shard(v, causal=causal), method="sale", causal=causal, return_lse=True)
+            want, want_lse = spattn.sparse_attention(q, k, v, method="sale", causal=causal, return_lse=True)
+            assert torch.equal(got, want[:, :, rows]) and torch.equal(lse, want_lse[:, :, rows]), causal
         try:  # 3 K/V heads over 2 ranks (or 2 over 3): every rank refuses the same way
             bad = 3 if world == 2 else 2
             sd.sparse_attention(sd.shard(q[:, :bad]), sd.shard(k[:, :1].expand(1, bad, n, d).contiguous()),
