@@ -36,6 +36,16 @@ info=$("$bin" inspect "$tmp/m.npz") || bad "inspect failed"
 table=$("$bin" run --workload random --seq 100 --heads 1 --dim 32) || bad "table run"
 [[ $table == *method*density*rel_l1*max_abs* && $table == *dense*random*reference* ]] && ok || bad "table: $table"
 
+# A committed capture of a trained model (data/captures.npz, when the source tree is beside the binary's tests): its
+# causality read from the file, SALE sparse on it.
+captures=${SPATTN_SOURCE_DIR:-}/data/captures.npz
+if [[ -n ${SPATTN_SOURCE_DIR:-} && -f $captures ]]; then
+  cap=$("$bin" run --method sale --tau 0.1 --capture "$captures:lm" --json) || bad "run --capture"
+  d=$(sed 's/.*"density":\([^,}]*\).*/\1/' <<< "$cap")
+  [[ $cap == *'"shape":"B=1 Hq=3 Hkv=1 Nq=4096 Nkv=4096 D=128 Dv=128 causal bf16"'* ]] && ok || bad "capture shape: $cap"
+  awk -v x="$d" 'BEGIN { exit !(x > 0.05 && x < 0.6) }' && ok || bad "SALE on the LM capture: density $d"
+fi
+
 # FG-Attn on the video workload: a sparse mask, small error, its tiles in the saved mask.
 fg=$("$bin" run --method fgattn --workload video --seq 2048 --heads 2 --kv-heads 1 --dim 64 --tile 32x16 \
        --top-p 0.9 --merge xor --json --mask-out "$tmp/fg.npz") || bad "fgattn run"
@@ -132,6 +142,8 @@ head -c 5000 "$tmp/o.npy" > "$tmp/short.npy"
 } > "$tmp/nan.npy"
 "$bin" run --workload random --seq 64 --heads 1 --dim 32 --out "$tmp/small.npy" > /dev/null || bad "small"
 
+expect_error "capture without a prefix" run --capture "$tmp/m.npz"
+expect_error "capture prefix absent" run --capture "$tmp/m.npz:lm"
 expect_error "unknown method" run --method nosuch --seq 64 --dim 32
 expect_error "unknown workload" run --workload nosuch --seq 64 --dim 32
 expect_error "unknown dtype" run --dtype f64 --seq 64 --dim 32

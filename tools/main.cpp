@@ -33,6 +33,7 @@ struct InputFlags {
   WorkloadSpec spec;
   std::string workload = "llm", dtype = "bf16", layout = "bhnd";
   cli::FileInputs files;
+  std::string capture;  ///< FILE.npz:PREFIX (spattn::read_capture)
   bool non_causal = false;
 };
 
@@ -52,11 +53,21 @@ void add_input_flags(CLI::App* sub, InputFlags& in) {
   sub->add_option("--layout", in.layout, "layout of the .npy inputs: bhnd | bnhd");
   sub->add_flag("--bf16", in.files.bf16, "read uint16 .npy inputs as bfloat16 bit patterns");
   sub->add_flag("--non-causal", in.non_causal, "file inputs: non-causal attention (default causal)");
+  sub->add_option("--capture", in.capture,
+                  "a captured layer FILE.npz:PREFIX, e.g. data/captures.npz:lm or :dit (its causality and scale)");
 }
 
 /// The inputs the flags name: the files when any is given, else the seeded workload. `name`: "files" or the
 /// workload's name.
 Workload load_input_flags(InputFlags& in, std::string& name) {
+  if (!in.capture.empty()) {
+    const auto colon = in.capture.rfind(':');
+    require(colon != std::string::npos && colon > 0 && colon + 1 < in.capture.size(),
+            "--capture: expected FILE.npz:PREFIX (e.g. data/captures.npz:lm), got '", in.capture, "'");
+    require(in.files.q.empty() && in.files.k.empty() && in.files.v.empty(), "--capture: give it or --q/--k/--v, not both");
+    name = in.capture.substr(colon + 1);
+    return read_capture(in.capture.substr(0, colon), name);
+  }
   if (!in.files.q.empty() || !in.files.k.empty() || !in.files.v.empty()) {
     if (in.layout == "bhnd") in.files.layout = Layout::bhnd;
     else if (in.layout == "bnhd") in.files.layout = Layout::bnhd;
