@@ -34,7 +34,7 @@
 // generator's (the 128×64 / 32×32 ratio is 1.6 there and 2.4 here: its heavy keys and slash lines scatter mass over
 // many 128-row tiles). The head-type mix is not fitted (see "NOT imitated" below). Command: `spattn frontier --method
 // fgattn --settings 0.9 --targets 5e-2 --workload llm --seq 4096 --heads 3 --kv-heads 1 --seed 1` (and --method
-// sparge; for the captures, --q/--k/--v of the arrays with --bf16, --non-causal for the DiT).
+// sparge; for the captures, --capture data/captures.npz:lm and :dit).
 // random: Q, K, V i.i.d. N(0, 1).
 //
 // What each pattern imitates (and what it does not; bench/results/accuracy-frontier.md measures the effect):
