@@ -72,27 +72,12 @@ def unshard(x_shard, group=None, *, dim=2, causal=True):
     """The whole tensor on every rank from each rank's shard (shard()'s layout; the total length is the sum of the
     shards'). Shards of unequal length are padded to the longest for the all-gather and cut back."""
     import torch
-    dist, rank, world = _world(group)
-    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
-    dist.all_gather(sizes, torch.tensor([x_shard.shape[dim]], dtype=torch.long), group=group)
-    sizes = [int(s.item()) for s in sizes]
-    length, longest = sum(sizes), max(sizes)
-    for r in range(world):
-        if len(positions(length, r, world, causal)) != sizes[r]:
-            raise spattn.Error(f"unshard: rank {r} holds {sizes[r]} rows, but shard() gives it "
-                               f"{len(positions(length, r, world, causal))} of {length} (causal={causal})")
-    pad = list(x_shard.shape)
-    pad[dim] = longest - x_shard.shape[dim]
-    padded = torch.cat([x_shard, x_shard.new_zeros(pad)], dim=dim) if pad[dim] else x_shard.contiguous()
+    dist, _, world = _world(group)
+    sizes, held = _layout(x_shard.shape[dim], group, causal, "unshard")
+    padded = _pad_rows(x_shard, max(sizes), dim)
     gathered = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(gathered, padded, group=group)
-    shape = list(x_shard.shape)
-    shape[dim] = length
-    out = x_shard.new_empty(shape)
-    for r in range(world):
-        index = torch.tensor(positions(length, r, world, causal), dtype=torch.long, device=out.device)
-        out.index_copy_(dim, index, gathered[r].narrow(dim, 0, sizes[r]))
-    return out
+    return _assemble(gathered, sizes, held, dim)
 
 
 def check_same_call(group=None, **signature):
@@ -111,27 +96,51 @@ def check_same_call(group=None, **signature):
             raise spattn.Error(f"spattn.distributed: the ranks disagree on {field} ({values})")
 
 
-def _sizes(n, group):
-    """Every rank's sequence length (shard rows), in rank order."""
+def _layout(n, group, causal, who):
+    """Every rank's shard length (n here) and the global rows it holds, in rank order; the same spattn.Error on every
+    rank when the lengths are not shard()'s of their sum."""
     import torch
     dist, _, world = _world(group)
     sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
     dist.all_gather(sizes, torch.tensor([n], dtype=torch.long), group=group)
-    return [int(x.item()) for x in sizes]
+    sizes = [int(x.item()) for x in sizes]
+    length = sum(sizes)
+    held = [positions(length, r, world, causal) for r in range(world)]
+    if [len(rows) for rows in held] != sizes:
+        raise spattn.Error(f"{who}: the ranks hold {sizes} rows, but shard() of {length} rows gives "
+                           f"{[len(rows) for rows in held]} (causal={causal})")
+    return sizes, held
+
+
+def _pad_rows(t, longest, dim):
+    """t with zero rows appended along `dim` up to `longest` (contiguous: what a collective takes)."""
+    import torch
+    extra = longest - t.shape[dim]
+    if not extra:
+        return t.contiguous()
+    shape = list(t.shape)
+    shape[dim] = extra
+    return torch.cat([t, t.new_zeros(shape)], dim=dim)
+
+
+def _assemble(pieces, sizes, held, dim):
+    """The whole tensor from every rank's (padded) piece: rank r's first sizes[r] rows along `dim` at rows held[r]."""
+    import torch
+    shape = list(pieces[0].shape)
+    shape[dim] = sum(sizes)
+    out = pieces[0].new_empty(shape)
+    for r, piece in enumerate(pieces):
+        index = torch.tensor(held[r], dtype=torch.long, device=out.device)
+        out.index_copy_(dim, index, piece.narrow(dim, 0, sizes[r]))
+    return out
 
 
 def _all_to_all(send, sizes, group):
-    """send[j] (a [B, h, sizes[j or me], D] tensor, see the callers) goes to rank j; returns recv, recv[i] what rank i
-    sent here. Tensors are padded along dim 2 to the longest of `sizes` for the exchange and cut back to
-    sizes_from(i) by the caller."""
+    """send[j] (a [B, h, rows, D] tensor, rows at most max(sizes)) goes to rank j; returns recv, recv[i] what rank i
+    sent here, padded along dim 2 to max(sizes) for the exchange (the caller cuts the rows it knows back)."""
     import torch
     dist, rank, world = _world(group)
-    longest = max(sizes) if sizes else 0
-
-    def padded(t):
-        extra = longest - t.shape[2]
-        return torch.cat([t, t.new_zeros(t.shape[:2] + (extra,) + t.shape[3:])], dim=2) if extra else t.contiguous()
-    send = [padded(t) for t in send]
+    send = [_pad_rows(t, max(sizes), 2) for t in send]
     if dist.get_backend(group) == "gloo":  # no all_to_all in gloo: round j gathers every rank's piece for rank j
         recv = None
         for j in range(world):
@@ -145,14 +154,6 @@ def _all_to_all(send, sizes, group):
     return recv
 
 
-def _heads_config(config):
-    """The options every rank's heads take: the method's options are per method (one value for every head); per-head
-    parameter files are not split over the ranks yet."""
-    if "params" in config:
-        raise spattn.Error("spattn.distributed.sparse_attention: params= (per-head files) is not taken yet")
-    return config
-
-
 def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, mode="ulysses", return_lse=False,
                      **config):
     """spattn.sparse_attention over the group's sequence shards (shard()'s layout, the same `causal` as there):
@@ -161,12 +162,14 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
     mode "ulysses": all-to-all over heads (Hkv a multiple of the group's size). Every rank must make the same call:
     ranks that disagree (method, options, heads, dims, dtypes, lengths) all raise the same spattn.Error."""
     import torch
-    dist, rank, world = _world(group)
+    _, rank, world = _world(group)
     check_same_call(group, mode=mode, method=method, causal=bool(causal), scale=scale,
                     config=sorted((key, repr(value)) for key, value in config.items()),
                     q=(q.dim(), q.shape[0], q.shape[1], q.shape[-1], str(q.dtype)),
                     k=(k.dim(), k.shape[0], k.shape[1], k.shape[-1], str(k.dtype)),
                     v=(v.dim(), v.shape[0], v.shape[1], v.shape[-1], str(v.dtype)))
+    if "params" in config:  # per-head files: not split over the ranks' heads yet
+        raise spattn.Error("spattn.distributed.sparse_attention: params= (per-head files) is not taken yet")
     if mode != "ulysses":
         raise spattn.Error(f"spattn.distributed.sparse_attention: mode {mode!r} is not available (\"ulysses\" is)")
     if q.dim() != 4 or k.shape[2] != q.shape[2] or v.shape[2] != q.shape[2]:
@@ -176,28 +179,14 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
     if heads_kv % world != 0 or heads_q % heads_kv != 0:
         raise spattn.Error(f"spattn.distributed.sparse_attention: mode ulysses needs the K/V heads ({heads_kv}) "
                            f"divisible by the group's {world} ranks (and Hq = {heads_q} a multiple of them)")
-    sizes = _sizes(q.shape[2], group)
-    length = sum(sizes)
-    held = [positions(length, r, world, causal) for r in range(world)]
-    if [len(p) for p in held] != sizes:
-        raise spattn.Error(f"spattn.distributed.sparse_attention: the ranks hold {sizes} rows, but shard() of "
-                           f"{length} rows gives {[len(p) for p in held]} (causal={causal})")
+    sizes, held = _layout(q.shape[2], group, causal, "spattn.distributed.sparse_attention")
     hq, hkv = heads_q // world, heads_kv // world
-
-    def whole(shard_of):  # the pieces every rank sent here, placed at their rows: [B, h, length, D]
-        first = shard_of[0]
-        out = first.new_empty(first.shape[:2] + (length,) + first.shape[3:])
-        for r in range(world):
-            index = torch.tensor(held[r], dtype=torch.long, device=out.device)
-            out.index_copy_(2, index, shard_of[r].narrow(2, 0, sizes[r]))
-        return out
     # Heads out, sequence in: rank j gets query heads [j·hq, (j+1)·hq) and their K/V heads.
     got_q = _all_to_all([q[:, j * hq:(j + 1) * hq] for j in range(world)], sizes, group)
     got_k = _all_to_all([k[:, j * hkv:(j + 1) * hkv] for j in range(world)], sizes, group)
     got_v = _all_to_all([v[:, j * hkv:(j + 1) * hkv] for j in range(world)], sizes, group)
-    options = _heads_config(config)
-    out = spattn.sparse_attention(whole(got_q), whole(got_k), whole(got_v), method=method, causal=causal,
-                                  scale=scale, return_lse=return_lse, **options)
+    out = spattn.sparse_attention(*(_assemble(got, sizes, held, 2) for got in (got_q, got_k, got_v)), method=method,
+                                  causal=causal, scale=scale, return_lse=return_lse, **config)
 
     def rows_back(x):  # sequence out, heads in: rank i gets its rows of every rank's heads ([B, h, N, ...])
         back = _all_to_all([x.index_select(2, torch.tensor(held[i], dtype=torch.long, device=x.device))
