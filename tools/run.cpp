@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <utility>
 #include <nlohmann/json.hpp>
@@ -147,12 +148,10 @@ namespace {
 /// What each method's default cost on the whole trained models (written by bench/quality/report.py from the quality
 /// run): the demo's captures show one layer's density and rel L1; the loss is the model's.
 void print_measured_quality(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
+  if (!std::filesystem::exists(path)) {
     std::fprintf(stderr, "no %s: the measured loss increases are not printed\n", path.c_str());
     return;
   }
-  std::fclose(f);
   const std::vector<std::uint8_t> bytes = read_file(path);
   const nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end());
   std::printf("\nlm-4k / dit-2k: one layer of the trained models of bench/results/quality.md (%s, %s). The held-out\n"
@@ -199,8 +198,7 @@ int run_demo() {
   // One layer of each trained model of the quality table (bench/results/quality.md), committed small: data/README.md.
   const std::string captures = std::string(SPATTN_DATA_DIR) + "/captures.npz";
   std::vector<std::pair<const char*, Workload>> captured;
-  if (std::FILE* f = std::fopen(captures.c_str(), "rb")) {
-    std::fclose(f);
+  if (std::filesystem::exists(captures)) {
     captured.emplace_back("lm-4k", read_capture(captures, "lm"));
     captured.emplace_back("dit-2k", read_capture(captures, "dit"));
   } else {

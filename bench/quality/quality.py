@@ -200,23 +200,23 @@ def time_settings(name, captured, rows, log, deadline, flex_rows):
         if row["method"] == "oracle" or "error" in row or deadline.passed():
             continue
         try:
-            total, flex_build, flex_attend = 0.0, 0.0, 0.0
+            total, flex_build, flex_attend, flex = 0.0, 0.0, 0.0, flex_rows(row)
             for layer, (q, k, v, causal, scale) in enumerate(captured):
                 config = dict(row["config"]) if "params" not in row else {"params": row["params"][layer]}
                 plan = spattn.Plan(q, k, v, method=row["method"], causal=causal, scale=scale, **config)
                 out = torch.empty_like(q)
                 total += cuda_time(lambda: plan.run(q, k, v, out))
-                if flex_rows(row):
+                if flex:
                     mask = plan.mask()
                     bits = torch.from_numpy(mask.to_bitmap()).to(q.device)
                     build_ms, attend_ms = flex_on_bitmap(q, k, v, bits, mask.tile_q, mask.tile_k, causal, scale)
                     flex_build += build_ms
                     flex_attend += attend_ms
             row.update(ms=total, cudnn_ms=cudnn, speedup=cudnn / total)
-            if flex_rows(row):
+            if flex:
                 row.update(flex_build_ms=flex_build, flex_ms=flex_attend)
             log(f"{name} {row['method']} {row['config']}: {total:.3f} ms, {cudnn / total:.2f}x cuDNN"
-                + (f"; flex {flex_build:.2f} + {flex_attend:.2f} ms" if flex_rows(row) else ""))
+                + (f"; flex {flex_build:.2f} + {flex_attend:.2f} ms" if flex else ""))
         except Exception as e:
             row["time_error"] = f"{type(e).__name__}: {e}"
             log(f"{name} {row['method']} {row['config']}: time ERROR {row['time_error']}")
