@@ -18,8 +18,8 @@
 //   4. Q': per 64-row block of a (batch, query head), q' = q − μ_q, the groups of rows 16a+r / 16a+r+8, codes and scales
 //      bit-identical to reference::sale_quantize_q; the state correction of step 2;
 //   5. candidates: per (batch, 64-row query block, up to 4 query heads of one KV head) — one CTA, 4 warps of 16 rows per
-//      head — the candidate key blocks [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales
-//      double-buffered by cp.async, shared by the CTA's heads). Integer products on the tensor cores with mma.sync
+//      head — the candidate key blocks [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales in a
+//      three-stage cp.async pipeline, shared by the CTA's heads). Integer products on the tensor cores with mma.sync
 //      m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
 //      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per head's
 //      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). int4 codes off Hopper
@@ -30,9 +30,9 @@
 //      8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread in the reference's key order (bias_units
 //      once per key for both rows), and the margin of a block is the max over the CTA's threads of
 //      GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's float margin, bit for
-//      bit. Without kept margins (the pipeline), each accumulator starts at its key's folded bias (sale::folded_bias:
-//      the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), so a row's largest acc + c_j is
-//      an integer max of the products, and sale::folded_decision decides from it (the estimate lies between
+//      bit. Without kept margins (the pipeline), a row's largest acc + c_j, c_j its key's folded bias (sale::folded_bias:
+//      the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), is one add-and-max per product
+//      (__viaddmax_s32), and sale::folded_decision decides from it (the estimate lies between
 //      u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its thread's 8 biases are
 //      certified from the reciprocal (sale::folded_bias_exact: then V is GroupMax's own integer max); GroupMax runs
 //      only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|,
@@ -49,7 +49,7 @@
 // candidates are ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the
 // causal Q·Kᵀ itself; at the int8 mma.sync rate (≈ 0.5 of the 1979 TOPS dense peak) that alone is ≈ 70 ms. The K codes
 // stream from L2 once per CTA (4 query heads share them): ≈ 1.2 KB per head and block pair, ≈ 160 GB at 128K (≈ 30 ms
-// at L2 bandwidth, overlapped by the cp.async double buffer). SALE's estimate is a quantized Q·Kᵀ over every candidate
+// at L2 bandwidth, overlapped by the cp.async pipeline). SALE's estimate is a quantized Q·Kᵀ over every candidate
 // block: int8 runs at 2× the bf16 rate here, while the authors' int4 selection pass (10–13 % of FA2) ran on an RTX
 // 4090, where int4 runs at 4× fp16.
 // Measured 2026-11-24 on an H100 (llm workload; bench/results/gpu-pipeline.md, "SALE: the bias folded into the
@@ -89,9 +89,13 @@ using detail::Seqs;
 constexpr int kBQ = sale::kBlockQ, kBK = sale::kBlockK, kSeg = sale::kSegment;
 constexpr int kQuantThreads = 128;
 constexpr int kChunkKeys = kSeg * kBK;  ///< keys per candidate-kernel step: one segment of 4 blocks
+/// Segments in shared memory: the one being scored, the next one arriving, and the one after it being requested —
+/// so a segment's buffer is refilled only after the barrier that every warp passes once it has scored it.
+constexpr int kStages = 3;
 constexpr int kWarpsPerHead = kBQ / 16;  ///< 4 warps of 16 rows per query head
 
-/// Heads per candidate CTA: the most of 4, 2, 1 that divides the GQA ratio (they share the K codes).
+/// Heads per candidate CTA: the most of 4, 2, 1 that divides the GQA ratio (they share the K codes). (Three heads for
+/// a ratio of 3 measured no faster than one on an H100: bench/results/gpu-pipeline.md, 2026-11-28.)
 int heads_per_cta(std::int64_t ratio) {
   for (int h : {4, 2, 1})
     if (ratio % h == 0) return h;
@@ -306,6 +310,36 @@ struct MaskOut {
   bool with_region;
 };
 
+/// A thread's two rows r0, r1 for exact_margin: whether each is in the sequence, its key end, its threshold.
+struct ExactRows {
+  bool valid0, valid1;
+  std::int64_t vis0, vis1, nkv;
+  float sq, thr0, thr1;
+};
+
+/// A thread's exact margin of one block: rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt) from the
+/// integer products acc (the m16n8 layout), in GroupMax's key order; the unit's reciprocal serves every bias.
+__device__ __forceinline__ float exact_margin(const int (&acc)[16], const float* qm_block, std::int64_t jb, int t4, float skv,
+                                           float u, float rcp, const ExactRows& rr) {
+  sale::GroupMax g0, g1;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const std::int64_t j = sale::group_key(jb, nt, t4, e);
+      const bool v0 = j < rr.vis0 && j < rr.nkv, v1 = j < rr.vis1 && j < rr.nkv;
+      if (!v0 && !v1) continue;
+      const float qm = qm_block[nt * 8 + 2 * t4 + e];
+      const std::int64_t bias = u > 0.0f ? sale::bias_units(qm, u, rcp) : 0;
+      if (v0) g0.add_biased(acc[4 * nt + e], bias, qm, rr.sq, skv);
+      if (v1) g1.add_biased(acc[4 * nt + 2 + e], bias, qm, rr.sq, skv);
+    }
+  float m = -INFINITY;
+  if (rr.valid0) m = max_of(m, g0.estimate() - rr.thr0);
+  if (rr.valid1) m = max_of(m, g1.estimate() - rr.thr1);
+  return m;
+}
+
 /// Bytes of a code row: D int8 codes, or D int4 codes two per byte (kInt4: the s4 mma.sync kernel).
 template <int D, bool kInt4>
 constexpr int row_bytes() { return kInt4 ? D / 2 : D; }
@@ -317,8 +351,8 @@ constexpr int code_ld() { return kWgmma ? R : R + 16; }
 template <int D, int HPC, bool kWgmma, bool kInt4>
 constexpr std::size_t candidate_bytes() {
   constexpr int kLd = code_ld<row_bytes<D, kInt4>(), kWgmma>();
-  return static_cast<std::size_t>(HPC * kBQ * kLd + 2 * kChunkKeys * kLd) +
-         static_cast<std::size_t>(2 * (HPC + 1) * kChunkKeys) * sizeof(float) + (kWgmma ? 1024 : 0);
+  return static_cast<std::size_t>(HPC * kBQ * kLd + kStages * kChunkKeys * kLd) +
+         static_cast<std::size_t>(kStages * (HPC + 1) * kChunkKeys) * sizeof(float) + (kWgmma ? 1024 : 0);
 }
 
 /// segs[head] for a run-time head, without indexing the array (it stays in registers).
@@ -352,13 +386,13 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   const std::int8_t* q_codes = kInt4 ? w.q_packed : w.q_codes;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* s_q = smem_raw + (kWgmma ? (1024 - detail::smem_addr(smem_raw) % 1024) % 1024 : 0);  // HPC × 64 rows
-  unsigned char* s_k = s_q + HPC * kBQ * kLd;               // 2 × 128 keys
-  float* s_sk = reinterpret_cast<float*>(s_k + 2 * kChunkKeys * kLd);  // 2 × 128 K scales
-  float* s_qmk = s_sk + 2 * kChunkKeys;                     // 2 × HPC × 128
+  unsigned char* s_k = s_q + HPC * kBQ * kLd;               // kStages × 128 keys
+  float* s_sk = reinterpret_cast<float*>(s_k + kStages * kChunkKeys * kLd);  // kStages × 128 K scales
+  float* s_qmk = s_sk + kStages * kChunkKeys;                     // kStages × HPC × 128
   __shared__ float s_thr[HPC][kBQ], s_sq[HPC][kBQ];
   __shared__ std::int64_t s_vis[HPC][kBQ];
   __shared__ float s_marg[HPC * kWarpsPerHead][kSeg];
-  __shared__ int s_keep[HPC][kSeg], s_kept[HPC];
+  __shared__ int s_kept[HPC];
 
   const int blk = g.tq - 1 - static_cast<int>(blockIdx.x);
   const int per_kv = g.ratio / HPC;
@@ -397,12 +431,11 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
   // Each thread copies the same 16-byte piece of key rows r0, r0 + kRowStep, … below kChunkKeys of every segment
   // (kThreads is a multiple of the pieces per row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte
-  // piece of the K scales or of one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail): the
-  // addresses are computed once, a segment only adds its first key.
+  // piece of the K scales or of one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail):
+  // the addresses are computed once, a segment only adds its first key.
   constexpr int kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
   constexpr int kRounds = (kChunkKeys + kRowStep - 1) / kRowStep;  // 1 when a pass covers the chunk (int4, D = 64)
-  static_assert(kRowStep % 8 == 0 && (kChunkKeys % kRowStep == 0 || kRowStep % kChunkKeys == 0) &&
-                (HPC + 1) * kScalePieces <= kThreads);
+  static_assert(kRowStep % 8 == 0 && (HPC + 1) * kScalePieces <= kThreads);
   const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % kScalePieces;
   const bool has_scale_piece = tid / kScalePieces <= HPC;
   const int which = has_scale_piece ? tid / kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
@@ -416,7 +449,7 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
     const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
 #pragma unroll
     for (int i = 0; i < kRounds; ++i) {
-      if (kRowStep > kChunkKeys && k_row0 >= kChunkKeys) break;  // this thread's rows lie past the chunk
+      if (k_row0 + i * kRowStep >= kChunkKeys) break;  // this thread's rows lie past the chunk
       const bool ok = base + k_row0 + i * kRowStep < nkv;
       detail::cp_async16(k_dst + (buf * kChunkKeys + i * kRowStep) * kLd, ok ? k_src + (base + i * kRowStep) * kRowBytes : kc,
                          ok ? 16 : 0);
@@ -432,6 +465,8 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   }
   load(0, 0);
   detail::cp_async_commit();
+  if (max_segs > 1) load(1, 1);
+  detail::cp_async_commit();
   for (int e = tid; e < HPC * kBQ; e += kThreads) {
     const int hh = e / kBQ, r = e % kBQ;
     if (r < rows) {
@@ -445,7 +480,6 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
       s_vis[hh][r] = 0;  // past the sequence: no valid key, never decides
     }
   }
-  if (tid < HPC) s_kept[tid] = 0;
 
   const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4;
   const int head = warp / kWarpsPerHead, mrow = (warp % kWarpsPerHead) * 16;
@@ -472,22 +506,27 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) vis_min = min(vis_min, static_cast<std::int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(vis_min), o)));
 
+  // The head's first warp appends its kept candidates, ascending, after block 0 (if listed); kept counts them.
+  std::int32_t* const row_out = out.tiles + out.row_begin[row_of(head)] + (out.with_region ? 1 : 0);
+  int kept = 0;
   for (std::int64_t s = 0; s < max_segs; ++s) {
-    const int buf = static_cast<int>(s & 1);
-    if (s + 1 < max_segs) load(s + 1, buf ^ 1);
-    detail::cp_async_commit();
+    // Segment s has arrived (s + 1 may be in flight); after the barrier every warp has scored s − 1, so its buffer
+    // takes segment s + 2. One commit group per step, empty or not, keeps wait<1> meaning "segment s is here".
+    const int buf = static_cast<int>(s % kStages);
     detail::cp_async_wait<1>();
     if constexpr (kWgmma) detail::fence_async_shared();
     __syncthreads();
+    if (s + 2 < max_segs) load(s + 2, static_cast<int>((s + 2) % kStages));
+    detail::cp_async_commit();
     const std::int64_t block0 = 1 + kSeg * s;
     if (s < head_segs) {  // warp-uniform: this head still has candidates
       const unsigned char* sk = s_k + buf * kChunkKeys * kLd;
       const float* ksb = s_sk + buf * kChunkKeys;
       const float* qmb = s_qmk + (buf * HPC + head) * kChunkKeys;
       // Block c of the segment: the thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit serves both
-      // rows and every key. Without kept margins, blocks that every valid row of the warp fully sees start each
-      // accumulator at the key's folded bias (sale::folded_bias), so that the products end at acc + c_j: a row's
-      // largest is one integer max.
+      // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that
+      // every valid row of the warp fully sees, a row's largest acc + c_j (c_j the key's folded bias,
+      // sale::folded_bias) is one add-and-max per product (__viaddmax_s32).
       struct Unit {
         float skv, u, rcp;
         bool exact, folded;
@@ -502,13 +541,6 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
         return x;
       };
       // acc[4·nt + i]: rows r0 (i < 2) and r1 of keys 8·nt + 2·t4 + i % 2 of the block (the m16n8 layout).
-      const auto start = [&](int c, const Unit& x, int (&acc)[16]) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            acc[4 * nt + e] = acc[4 * nt + 2 + e] = x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0;
-      };
       // The warp's margin of block c: +1 / −1 (a value of the same sign) when sale::folded_decision is sure for the
       // warp's rows; otherwise, or with kept margins, the exact one (GroupMax over the products alone).
       const auto decide = [&](int c, Unit x, const int (&acc)[16]) {
@@ -520,8 +552,9 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              best0 = max(best0, acc[4 * nt + e]);
-              best1 = max(best1, acc[4 * nt + 2 + e]);
+              const std::int32_t bias = x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0;
+              best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
+              best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
             }
           int d0 = r0 >= rows ? -1 : x.folded ? sale::folded_decision(best0, x.u, thr0) : 0;
           int d1 = r1 >= rows ? -1 : x.folded ? sale::folded_decision(best1, x.u, thr1) : 0;
@@ -552,25 +585,8 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
           else m = static_cast<float>(warp_answer);
         }
         if (x.exact) {
-          // Rows r0 and r1 over K scale group t4 (keys 8a + 2·t4 + e, a = nt), in GroupMax's key order, the folded
-          // bias taken back out; the unit's reciprocal serves every bias.
-          sale::GroupMax g0, g1;
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = nt * 8 + 2 * t4 + e;
-              const std::int64_t j = sale::group_key(jb, nt, t4, e);
-              const bool v0 = j < vis0 && j < nkv, v1 = j < vis1 && j < nkv;
-              if (!v0 && !v1) continue;
-              const float qm = qmb[c * kBK + key];
-              const std::int32_t folded = x.folded ? sale::folded_bias(qm, x.rcp) : 0;
-              const std::int64_t bias = x.u > 0.0f ? sale::bias_units(qm, x.u, x.rcp) : 0;
-              if (v0) g0.add_biased(acc[4 * nt + e] - folded, bias, qm, sq, x.skv);
-              if (v1) g1.add_biased(acc[4 * nt + 2 + e] - folded, bias, qm, sq, x.skv);
-            }
-          if (r0 < rows) m = max_of(m, g0.estimate() - thr0);
-          if (r1 < rows) m = max_of(m, g1.estimate() - thr1);
+          const ExactRows rr{r0 < rows, r1 < rows, vis0, vis1, nkv, sq, thr0, thr1};
+          m = exact_margin(acc, qmb + c * kBK, jb, t4, x.skv, x.u, x.rcp, rr);
 #pragma unroll
           for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
         }
@@ -586,13 +602,11 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
         for (int half = 0; half < 2; ++half) {
           const Unit x0 = unit_of(2 * half), x1 = unit_of(2 * half + 1);
           int acc0[16], acc1[16];
-          start(2 * half, x0, acc0);
-          start(2 * half + 1, x1, acc1);
           detail::wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < D / 32; ++ks)
             detail::wgmma_ss_s8_n64(acc0, acc1, detail::smem_desc(q_base + ks * 32, 16, 1024),
-                                    detail::smem_desc(k_base + half * 64 * kLd + ks * 32, 16, 1024));
+                                    detail::smem_desc(k_base + half * 64 * kLd + ks * 32, 16, 1024), ks > 0);
           detail::wgmma_commit();
           detail::wgmma_wait<0>();
           decide(2 * half, x0, acc0);
@@ -603,8 +617,7 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
 #pragma unroll 1
         for (int c = 0; c < kSeg; ++c) {
           const Unit x = unit_of(c);
-          int acc[16];
-          start(c, x, acc);
+          int acc[16] = {};
 #pragma unroll
           for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
@@ -624,28 +637,22 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
         }
       }
     }
-    __syncthreads();
-    if (tid < HPC * kSeg) {  // one thread per (head, block of the segment): the block's margin and decision
-      const int hh = tid / kSeg, c = tid % kSeg;
-      int keep = 0;
-      if (s < segment_of(segs, hh)) {
+    if (s < head_segs) {  // the head's 4 warps have written their margins of the segment's blocks
+      detail::named_sync(1 + head, 128);
+      if (warp % kWarpsPerHead == 0) {  // lane c: block c's margin (the max over the warps) and decision
         float m = -INFINITY;
-        for (int x = 0; x < kWarpsPerHead; ++x) m = max_of(m, s_marg[hh * kWarpsPerHead + x][c]);
-        keep = sale::selected(m) ? 1 : 0;
-        if (w.margins) w.margins[row_of(hh) * g.tk + block0 + c] = m;
+        if (lane < kSeg)
+          for (int x = 0; x < kWarpsPerHead; ++x) m = max_of(m, s_marg[head * kWarpsPerHead + x][lane]);
+        const bool keep = lane < kSeg && sale::selected(m);
+        if (w.margins != nullptr && lane < kSeg) w.margins[row_of(head) * g.tk + block0 + lane] = m;
+        const unsigned bits = __ballot_sync(0xffffffffu, keep);
+        if (keep) row_out[kept + __popc(bits & ((1u << lane) - 1u))] = static_cast<std::int32_t>(block0 + lane);
+        kept += __popc(bits);
       }
-      s_keep[hh][c] = keep;
     }
-    __syncthreads();
-    if (tid < HPC) {  // append the head's kept blocks, ascending, after block 0 (if listed)
-      std::int32_t* o = out.tiles + out.row_begin[row_of(tid)] + (out.with_region ? 1 : 0);
-      int kept = s_kept[tid];
-      for (int c = 0; c < kSeg; ++c)
-        if (s_keep[tid][c]) o[kept++] = static_cast<std::int32_t>(block0 + c);
-      s_kept[tid] = kept;
-    }
-    // The next step's prefetch refills the other buffer, which every warp finished before the barrier above.
+    // s_marg is written again only after the next step's barrier, which the deciding warp reaches after reading it.
   }
+  if (warp % kWarpsPerHead == 0 && lane == 0) s_kept[head] = kept;
   detail::cp_async_wait<0>();
   __syncthreads();
   // Block 0 and the local blocks [candidate_end, n_max) around the kept candidates (unless the region was resumed).

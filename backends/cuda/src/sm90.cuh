@@ -113,10 +113,12 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const std::uint32_t 
   }
 }
 
-/// d (+)= A·Bᵀ for a 64×32 A and a 64×32 B of s8 codes, both K-major in shared memory: the exact s32 products (always
-/// accumulating: start d at 0 or at an offset). d[0..31] in the m64n64 layout, passed as the accumulators of its
-/// two 32-column halves lo (columns 0…31) and hi (32…63): per warp, the mma.sync m16n8 layout of columns 8a + ….
-__device__ __forceinline__ void wgmma_ss_s8_n64(int (&lo)[16], int (&hi)[16], std::uint64_t a, std::uint64_t b) {
+/// d (+)= A·Bᵀ for a 64×32 A and a 64×32 B of s8 codes, both K-major in shared memory: the exact s32 products
+/// (accumulate = 0: d = A·Bᵀ, so no register is written before the first k step — an initialization in registers
+/// makes ptxas serialize the wgmma). d[0..31] in the m64n64 layout, passed as the accumulators of its two 32-column
+/// halves lo (columns 0…31) and hi (32…63): per warp, the mma.sync m16n8 layout of columns 8a + ….
+__device__ __forceinline__ void wgmma_ss_s8_n64(int (&lo)[16], int (&hi)[16], std::uint64_t a, std::uint64_t b,
+                                                int accumulate) {
   asm volatile(
       "{.reg .pred p; setp.ne.b32 p, %34, 0; wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {%0, %1, %2, %3, %4, %5, "
       "%6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
@@ -125,7 +127,7 @@ __device__ __forceinline__ void wgmma_ss_s8_n64(int (&lo)[16], int (&hi)[16], st
         "+r"(lo[9]), "+r"(lo[10]), "+r"(lo[11]), "+r"(lo[12]), "+r"(lo[13]), "+r"(lo[14]), "+r"(lo[15]), "+r"(hi[0]),
         "+r"(hi[1]), "+r"(hi[2]), "+r"(hi[3]), "+r"(hi[4]), "+r"(hi[5]), "+r"(hi[6]), "+r"(hi[7]), "+r"(hi[8]), "+r"(hi[9]),
         "+r"(hi[10]), "+r"(hi[11]), "+r"(hi[12]), "+r"(hi[13]), "+r"(hi[14]), "+r"(hi[15])
-      : "l"(a), "l"(b), "r"(1));
+      : "l"(a), "l"(b), "r"(accumulate));
 }
 
 /// d[N/2] (+)= A·Bᵀ for a 64×32 A and an N×32 B of s8 codes (N = 64 or 128), both K-major in shared memory

@@ -190,8 +190,8 @@ SPATTN_INLINE bool selected(float margin) { return margin >= 0.0f; }
 // Pairs that share one unit u = q_scale·k_scale > 0 (one Q scale group × one K scale group, u rounded as GroupMax
 // rounds it) get an integer stand-in for the bias from rcp = RN(1/u): c_j = folded_bias(qmk_j, rcp), the integer
 // nearest qmk_j·rcp, exact by the 1.5·2²³ magic number when folded_bias_ok (|qmk_j·rcp| < 2²¹ for every pair, rcp a
-// normal float). A GPU starts the integer accumulator of pair (i, j) at c_j, so it ends at acc_ij + c_j with no
-// per-pair arithmetic; a row group's largest such value V bounds its GroupMax:
+// normal float). A GPU takes the largest acc_ij + c_j of a row group in integers (one add-and-max per pair); that
+// value V bounds the group's GroupMax:
 //   b_j = bias_units(qmk_j, u) = RNE(qmk_j/u) (no clamp: |qmk_j/u| < 2²¹ + 1) is within 1/2 + 2⁻⁵³·|qmk_j/u| of qmk_j/u;
 //   c_j is within 1/2 of qmk_j·rcp, which is within 2⁻²⁴·|qmk_j/u| ≤ 1/8 of qmk_j/u; so |b_j − c_j| < 2, and both are
 //   integers: |b_j − c_j| ≤ 1. The group's best = max_j(acc_j + b_j) over the same pairs is in [V − 1, V + 1]
