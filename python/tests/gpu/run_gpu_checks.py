@@ -15,7 +15,10 @@ Checks, each PASS / FAIL / SKIP with its numbers, and a table at the end (exit s
   capture       spattn.capture on a tiny random Llama (transformers, if installed): the captured Q/K/V reproduce
                 the attention output; the SDPA drop-in patched into the model
   transformers_compile  spattn.transformers.register as the Llama's attn_implementation: logits against sdpa, eager
-                and under torch.compile(fullgraph=True), greedy generate() token for token, a sparse method compiled
+                and under torch.compile(fullgraph=True), prefill + decode steps on the cache (teacher-forced), generate()
+                running, a sparse method compiled
+
+    --only NAME[,NAME…] runs those checks alone.
 """
 import argparse
 import json
@@ -310,10 +313,23 @@ def capture():
     return detail + f"; model with spattn.torch.patched(method='dense'): {len(calls)} spattn calls, logits rel_l1 {err:.2e}"
 
 
+def stepwise_logits(model, tokens, prompt):
+    """The last-position logits of a prefill of tokens[:, :prompt] and then of one decode step per further token on
+    the cache the model returns (teacher-forced: both attentions see the same tokens), [steps, batch, vocab]."""
+    out = model(tokens[:, :prompt], use_cache=True)
+    steps = [out.logits[:, -1].float()]
+    for t in range(prompt, tokens.shape[1]):
+        out = model(tokens[:, t:t + 1], past_key_values=out.past_key_values, use_cache=True)
+        steps.append(out.logits[:, -1].float())
+    return torch.stack(steps)
+
+
 def transformers_compile():
     """spattn.transformers.register on a tiny random Llama (bf16): logits against transformers' own sdpa, the same
-    under torch.compile(fullgraph=True), greedy generate() (prefill + decode on the dynamic cache) token for token,
-    and a sparse method compiled and generating."""
+    under torch.compile(fullgraph=True), a prefill and 8 decode steps on the dynamic cache teacher-forced on sdpa's
+    greedy tokens (logits compared step by step: greedy tokens of an untrained model sit on near-ties, so bf16
+    rounding may pick another one — first seen on the H100, 2026-11-28, at the 5th token), generate() running, and a
+    sparse method compiled and generating."""
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
     except ImportError:
@@ -337,9 +353,17 @@ def transformers_compile():
         got_compiled = compiled(ids).logits.float()
         err_c = rel_l1(got_compiled, want)
         assert err_c < 2e-2, f"compiled logits rel_l1 {err_c:.2e}"
+        got_steps = stepwise_logits(model, want_tokens, 512)
+        model.set_attn_implementation("sdpa")
+        want_steps = stepwise_logits(model, want_tokens, 512)
+        model.set_attn_implementation(spattn.transformers.register("dense"))
+        err_s = max(rel_l1(g, w) for g, w in zip(got_steps, want_steps))
+        assert err_s < 2e-2, f"prefill + decode logits rel_l1 {err_s:.2e}"
         tokens = model.generate(ids[:, :512], max_new_tokens=8, do_sample=False)
-        assert torch.equal(tokens, want_tokens), f"greedy tokens differ: {tokens[0, -8:]} vs {want_tokens[0, -8:]}"
-        details.append(f"dense: logits rel_l1 {err:.1e} eager, {err_c:.1e} compiled (fullgraph); 8 greedy tokens equal")
+        same = int((tokens[0, 512:] == want_tokens[0, 512:]).cumprod(0).sum())
+        details.append(f"dense: logits rel_l1 {err:.1e} eager, {err_c:.1e} compiled (fullgraph); prefill + 8 decode "
+                       f"steps teacher-forced: worst rel_l1 {err_s:.1e}; generate(): first {same} of 8 greedy tokens "
+                       f"as sdpa's")
         model.set_attn_implementation(spattn.transformers.register("sale", tau=0.1))
         sparse = torch.compile(model, fullgraph=True)(ids).logits.float()
         assert torch.isfinite(sparse).all()
@@ -382,6 +406,7 @@ def calibrate():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-python-cuda", help="the CMake build directory")
+    parser.add_argument("--only", default="", help="comma-separated check names to run (default: all)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, torch {torch.__version__}, spattn has_cuda {spattn.has_cuda}, "
           f"backends {spattn.backends()}")
@@ -389,11 +414,13 @@ def main():
         print("no CUDA device: nothing to check")
         return 1
     print(f"device {torch.cuda.get_device_name()}")
+    only = set(args.only.split(",")) if args.only else None
     for fn in (zero_copy, vs_sdpa, flex_export, dynamo, cuda_graph, lambda: overhead(args.build), calibrate, capture,
                transformers_compile):
         if fn.__name__ == "<lambda>":
             fn.__name__ = "overhead"
-        check(fn)
+        if only is None or fn.__name__ in only:
+            check(fn)
     print("\n| check | result | detail |\n|---|---|---|")
     for name, status, detail in RESULTS:
         print(f"| {name} | {status} | {detail} |")
