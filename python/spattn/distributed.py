@@ -73,7 +73,7 @@ def unshard(x_shard, group=None, *, dim=2, causal=True):
     shards'). Shards of unequal length are padded to the longest for the all-gather and cut back."""
     import torch
     dist, _, world = _world(group)
-    sizes, held = _layout(x_shard.shape[dim], group, causal, "unshard")
+    sizes, held = _layout(x_shard.shape[dim], group, causal, "unshard", x_shard.device)
     padded = _pad_rows(x_shard, max(sizes), dim)
     gathered = [torch.empty_like(padded) for _ in range(world)]
     dist.all_gather(gathered, padded, group=group)
@@ -96,13 +96,14 @@ def check_same_call(group=None, **signature):
             raise spattn.Error(f"spattn.distributed: the ranks disagree on {field} ({values})")
 
 
-def _layout(n, group, causal, who):
+def _layout(n, group, causal, who, device):
     """Every rank's shard length (n here) and the global rows it holds, in rank order; the same spattn.Error on every
-    rank when the lengths are not shard()'s of their sum."""
+    rank when the lengths are not shard()'s of their sum. The lengths travel on `device`, the shards' (NCCL groups
+    take CUDA tensors only)."""
     import torch
     dist, _, world = _world(group)
-    sizes = [torch.zeros(1, dtype=torch.long) for _ in range(world)]
-    dist.all_gather(sizes, torch.tensor([n], dtype=torch.long), group=group)
+    sizes = [torch.zeros(1, dtype=torch.long, device=device) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([n], dtype=torch.long, device=device), group=group)
     sizes = [int(x.item()) for x in sizes]
     length = sum(sizes)
     held = [positions(length, r, world, causal) for r in range(world)]
@@ -179,7 +180,7 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
     if heads_kv % world != 0 or heads_q % heads_kv != 0:
         raise spattn.Error(f"spattn.distributed.sparse_attention: mode ulysses needs the K/V heads ({heads_kv}) "
                            f"divisible by the group's {world} ranks (and Hq = {heads_q} a multiple of them)")
-    sizes, held = _layout(q.shape[2], group, causal, "spattn.distributed.sparse_attention")
+    sizes, held = _layout(q.shape[2], group, causal, "spattn.distributed.sparse_attention", q.device)
     hq, hkv = heads_q // world, heads_kv // world
     # Heads out, sequence in: rank j gets query heads [j·hq, (j+1)·hq) and their K/V heads.
     got_q = _all_to_all([q[:, j * hq:(j + 1) * hq] for j in range(world)], sizes, group)
