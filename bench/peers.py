@@ -12,12 +12,16 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-def timed(fn, reps=10, warmup=3):
+def timed(fn, reps=10, warmup=3, before=None):
+    """Median ms of fn() by CUDA events after `warmup` calls; before() (e.g. a process group's barrier) runs ahead of
+    each timed call, outside the events."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        if before is not None:
+            before()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
         fn()

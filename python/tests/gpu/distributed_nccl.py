@@ -6,11 +6,11 @@ pipeline on the whole sequence) — and the time of both. Run by torchrun, one p
 
 (scripts/gpu/distributed.sh builds the module and runs it.) Causal bf16, B 1, Hq 32, Hkv 8, D 128 (Hkv divisible by
 P for P = 2, 4, 8); each rank makes the inputs from the same seed and takes its zigzag shard. Times: CUDA events on
-rank 0 around the whole call (the exchanges included), after a barrier, median of 5 after 2 warm-ups. Rank 0 prints
+rank 0 around the whole call (the exchanges included), after a barrier, median of 5 after 2 warm-ups
+(bench/peers.py's timed). Rank 0 prints
 a table last; exit status 1 if any output differs.
 """
 import os
-import statistics
 import sys
 
 import torch
@@ -19,22 +19,14 @@ import torch.distributed as dist
 import spattn
 import spattn.distributed as sd
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+import peers  # noqa: E402  (bench/peers.py: the CUDA-event timing every GPU benchmark here shares)
+
 METHODS = [("dense", {}), ("sparge", {}), ("sale", {"tau": 0.1}), ("bfla", {}), ("anchor", {})]
 
 
-def timed(fn, repeats=5, warmups=2):
-    for _ in range(warmups):
-        fn()
-    times = []
-    for _ in range(repeats):
-        dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def timed(fn):
+    return peers.timed(fn, reps=5, warmup=2, before=dist.barrier)
 
 
 def main():
