@@ -109,39 +109,51 @@ struct FlashTeam {
   bool int8 = false;
   Int8Blocks quant;
 
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
-    const int R = shape.rows, C = shape.chunk;
-    const bool pv_skip = thresholds != nullptr;
-    const int per_chunk = pv_skip ? a.tile_k : C;  // list positions per chunk: one tile with PV-skip
-    const RowBlock blk(a, team.league_rank(), R, false);
-    if (blk.rows == 0) return;
+  /// The team's scratch, in TeamShape's two parts. The chunk's: K rows (ks, padded to ld = d + 1 floats), V rows (vs),
+  /// the block's scores, then weights (ps, [R][C]), the keys' dequantization scales (dk, int8 mode) and the keys. The
+  /// rows': Q rows (qs, padded), the accumulators (acc), the softmax states (m, l), the rescale factors (alpha), the
+  /// rows' dequantization scales (dq, int8 mode) and PV-skip's votes (skip: row votes, then groups).
+  struct Scratch {
+    float *ks, *vs, *ps, *dk;
+    std::int64_t* keys;
+    float *qs, *acc, *m, *l, *alpha, *dq;
+    int* skip;
+
+    KOKKOS_FORCEINLINE_FUNCTION Scratch(const Member& team, const TeamShape& shape, std::int64_t d, std::int64_t dv) {
+      const int R = shape.rows, C = shape.chunk;
+      const std::int64_t ld = d + 1;
+      const auto floats = [&](int level, std::int64_t n) {
+        return static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * static_cast<std::size_t>(n)));
+      };
+      const int cl = shape.chunk_level, rl = shape.row_level;
+      ks = floats(cl, C * ld);
+      vs = floats(cl, C * dv);
+      ps = floats(cl, R * C);
+      dk = floats(cl, C);
+      keys = static_cast<std::int64_t*>(team.team_scratch(cl).get_shmem(sizeof(std::int64_t) * C));
+      qs = floats(rl, R * ld);
+      acc = floats(rl, R * dv);
+      m = floats(rl, R);
+      l = floats(rl, R);
+      alpha = floats(rl, R);
+      dq = floats(rl, R);
+      skip = static_cast<int*>(team.team_scratch(rl).get_shmem(sizeof(int) * R));
+    }
+  };
+
+  /// Register blocks of kBlock rows covering the block's rows.
+  KOKKOS_FORCEINLINE_FUNCTION static int row_groups(const RowBlock& blk) { return (blk.rows + kBlock - 1) / kBlock; }
+
+  /// Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used); the int8 mode:
+  /// their codes and each row's scale.
+  KOKKOS_FORCEINLINE_FUNCTION void load_q(const Member& team, const RowBlock& blk, const Scratch& sc) const {
     const DeviceShape& s = a.s;
-    const DeviceTensor &q = a.q, &k = a.k, &v = a.v;
-    const std::int64_t b = blk.b, h = blk.h, hkv = blk.hkv, r0 = blk.r0, positions = blk.positions;
+    const DeviceTensor& q = a.q;
+    const std::int64_t b = blk.b, h = blk.h, r0 = blk.r0;
     const int rows = blk.rows;
-    const int row_groups = (rows + kBlock - 1) / kBlock;
-    const std::int64_t d = s.d, dv = s.dv, ld = d + 1;
-
-    const auto floats = [&](int level, std::int64_t n) {
-      return static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * static_cast<std::size_t>(n)));
-    };
-    const int cl = shape.chunk_level, rl = shape.row_level;
-    float* ks = floats(cl, C * ld);
-    float* vs = floats(cl, C * dv);
-    float* ps = floats(cl, R * C);
-    float* dk = floats(cl, C);  // int8 mode: each key's and each row's dequantization scale
-    auto* keys = static_cast<std::int64_t*>(team.team_scratch(cl).get_shmem(sizeof(std::int64_t) * C));
-    float* qs = floats(rl, R * ld);
-    float* acc = floats(rl, R * dv);
-    float* m = floats(rl, R);
-    float* l = floats(rl, R);
-    float* alpha = floats(rl, R);
-    float* dq = floats(rl, R);
-    int* skip = static_cast<int*>(team.team_scratch(rl).get_shmem(sizeof(int) * R));  // PV-skip: row votes, then groups
-    const std::int64_t bh_kv = b * s.heads_kv + hkv;
-
-    // Q rows (rows past the block's end, up to a whole register block, are 0: computed, never used).
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * d), [&](std::int64_t x) {
+    const std::int64_t d = s.d, ld = d + 1;
+    float *qs = sc.qs, *dq = sc.dq;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups(blk) * kBlock * d), [&](std::int64_t x) {
       const std::int64_t r = x / d, e = x % d;
       const float value = r < rows ? q.load(blk.q_row(a, q, r) + e) : 0.0f;
       if (!int8) {
@@ -152,137 +164,212 @@ struct FlashTeam {
       qs[r * ld + e] = static_cast<float>(int8_code(value, scale));
       if (e == 0) dq[r] = scale;
     });
-    // The empty state, or the resumed one: (m, l) and the accumulator l·O (O in its dtype; a row whose l is 0 starts
-    // empty and O is not read), as the reference.
+  }
+
+  /// The empty state, or the resumed one: (m, l) and the accumulator l·O (O in its dtype; a row whose l is 0 starts
+  /// empty and O is not read), as the reference.
+  KOKKOS_FORCEINLINE_FUNCTION void start_rows(const Member& team, const RowBlock& blk, const Scratch& sc) const {
+    const std::int64_t dv = a.s.dv;
+    float *acc = sc.acc, *m = sc.m, *l = sc.l;
     const std::int64_t state_row0 = blk.state_row0;
     const auto resumed = [&](std::int64_t r) { return blk.resumed(a, r); };
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * kBlock * dv), [&](std::int64_t x) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups(blk) * kBlock * dv), [&](std::int64_t x) {
       const std::int64_t r = x / dv;
       acc[x] = resumed(r) ? a.o.load(blk.q_row(a, a.o, r) + x % dv) * a.resume[state_row0 + r].l : 0.0f;
     });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blk.rows), [&](int r) {
       const SoftmaxState init = resumed(r) ? a.resume[state_row0 + r] : SoftmaxState{};
       m[r] = init.m;
       l[r] = init.l;
     });
+  }
 
-    // Chunks of C positions of the row block's key list; positions past the list or the block's key end hold key −1
-    // (a zero K/V row whose score every row masks).
-    const int visited = static_cast<int>(positions / a.tile_k);
-    const int skippable = pv_skip ? mask_policy::pv_skippable_tiles(visited, exempt_last) : 0;
-    const int vote = vote_rows > 0 ? vote_rows : rows;
-    std::int64_t skipped = 0;
-    for (std::int64_t c0 = 0; c0 < positions; c0 += per_chunk) {
-      team.team_barrier();  // the previous chunk's P·V is done with ks, vs, ps
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
-        keys[c] = c < per_chunk ? blk.key(a, c0 + c) : -1;
-      });
-      team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
-        const std::int64_t c = x / d, e = x % d, j = keys[c];
-        const float value = j < 0 ? 0.0f : k.load(blk.kv_row(a, k, j) + e);
-        if (!int8) {
-          ks[c * ld + e] = value;
-          return;
-        }
-        const float scale = j < 0 ? 0.0f : quant.k_scale[bh_kv * quant.k_blocks + j / quant.block_k];
-        ks[c * ld + e] = j < 0 ? 0.0f : static_cast<float>(int8_code(quant.smoothed(value, bh_kv, d, e), scale));
-        if (e == 0) dk[c] = scale;
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * dv), [&](std::int64_t x) {
-        const std::int64_t c = x / dv, e = x % dv, j = keys[c];
-        vs[x] = j < 0 ? 0.0f : v.load(blk.kv_row(a, v, j) + e);
-      });
-      team.team_barrier();
-      // Base-2 scores of 4 rows × 4 keys per thread (keys cg, cg + C/4, …); a key the row does not see (causal, past
-      // the sequence, past the list) is −∞.
-      const int key_groups = C / kBlock;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups * key_groups), [&](int x) {
-        const int rg = x / key_groups, cg = x % key_groups;
-        float dot[kBlock][kBlock];
-        dot_sequential_block<kBlock, kBlock>(qs + rg * kBlock * ld, ld, ks + cg * ld, key_groups * ld, d, dot);
-        for (int i = 0; i < kBlock; ++i) {
-          const int r = rg * kBlock + i;
-          const auto row = blk.row_keys(a, r);
-          for (int j = 0; j < kBlock; ++j) {
-            const int c = cg + j * key_groups;
-            // int8: the integer product (exact in fp32) dequantized as the reference does.
-            const float score = int8 ? dot[i][j] * (s.scale_log2 * (dq[r] * dk[c])) : dot[i][j] * s.scale_log2;
-            ps[r * C + c] = row.sees(keys[c]) ? score : -INFINITY;
-          }
-        }
-      });
-      team.team_barrier();
-      // PV-skip (the first `skippable` tiles): a vote group skips the tile when every row in it votes to skip.
-      const bool may_skip = c0 / per_chunk < skippable;
-      if (may_skip) {
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
-          float tile_max = -INFINITY;
-          for (int c = 0; c < C; ++c) tile_max = ps[r * C + c] > tile_max ? ps[r * C + c] : tile_max;
-          skip[r] = mask_policy::pv_row_votes_skip(tile_max, m[r], thresholds[h]) ? 1 : 0;
-        });
-        team.team_barrier();
-        std::int64_t groups_skipped = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, (rows + vote - 1) / vote),
-            [&](int g, std::int64_t& n) {
-              const int g0 = g * vote, g1 = g0 + vote < rows ? g0 + vote : rows;
-              int all = 1;
-              for (int r = g0; r < g1; ++r) all &= skip[r];
-              for (int r = g0; r < g1; ++r) skip[r] = all;  // the group's decision (its rows are this thread's alone)
-              n += all;
-            },
-            groups_skipped);
-        skipped += groups_skipped;
-        team.team_barrier();
-      }
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
-        if (may_skip && skip[r] == 1) {  // skipped: state untouched, no weight in P·V
-          for (int c = 0; c < C; ++c) ps[r * C + c] = 0.0f;
-          alpha[r] = 1.0f;
-          return;
-        }
-        SoftmaxState st{m[r], l[r]};
-        alpha[r] = OnlineSoftmax::update(st, ps + r * C, C, ps + r * C);
-        m[r] = st.m;
-        l[r] = st.l;
-        if (int8)  // P·V over P in the input dtype; the denominator kept the fp32 weights
-          for (int c = 0; c < C; ++c) ps[r * C + c] = round_to_dtype(ps[r * C + c], quant.dtype);
-      });
-      team.team_barrier();
-      // acc = acc·α + P·V, 4 rows × 4 dims per thread (dims eg, eg + dv/4, …).
-      const std::int64_t dim_groups = dv / kBlock;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows > 0 ? row_groups * dim_groups : 0), [&](std::int64_t x) {
-        const std::int64_t rg = x / dim_groups, eg = x % dim_groups;
-        float sum[kBlock][kBlock] = {};
-        for (int c = 0; c < C; ++c) {
-          float pv[kBlock], vv[kBlock];
-          for (int i = 0; i < kBlock; ++i) pv[i] = ps[(rg * kBlock + i) * C + c];
-          for (int j = 0; j < kBlock; ++j) vv[j] = vs[c * dv + eg + j * dim_groups];
-          for (int i = 0; i < kBlock; ++i)
-            for (int j = 0; j < kBlock; ++j) sum[i][j] += pv[i] * vv[j];
-        }
-        for (int i = 0; i < kBlock; ++i) {
-          const std::int64_t r = rg * kBlock + i;
-          if (r >= rows) break;
-          for (int j = 0; j < kBlock; ++j) {
-            float& out = acc[r * dv + eg + j * dim_groups];
-            out = out * alpha[r] + sum[i][j];
-          }
-        }
-      });
-    }
+  /// The chunk of list positions c0 … c0 + per_chunk − 1 (positions past the list or the block's key end hold key −1: a
+  /// zero K/V row whose score every row masks): its keys, then its K rows (int8 mode: codes of the smoothed K and each
+  /// key's scale) and V rows, after a barrier each.
+  KOKKOS_FORCEINLINE_FUNCTION void load_chunk(const Member& team, const RowBlock& blk, const Scratch& sc,
+                                              std::int64_t c0, int per_chunk) const {
+    const DeviceShape& s = a.s;
+    const DeviceTensor &k = a.k, &v = a.v;
+    const int C = shape.chunk;
+    const std::int64_t d = s.d, dv = s.dv, ld = d + 1;
+    const std::int64_t bh_kv = blk.b * s.heads_kv + blk.hkv;
+    float *ks = sc.ks, *vs = sc.vs, *dk = sc.dk;
+    std::int64_t* keys = sc.keys;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C), [&](int c) {
+      keys[c] = c < per_chunk ? blk.key(a, c0 + c) : -1;
+    });
     team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * d), [&](std::int64_t x) {
+      const std::int64_t c = x / d, e = x % d, j = keys[c];
+      const float value = j < 0 ? 0.0f : k.load(blk.kv_row(a, k, j) + e);
+      if (!int8) {
+        ks[c * ld + e] = value;
+        return;
+      }
+      const float scale = j < 0 ? 0.0f : quant.k_scale[bh_kv * quant.k_blocks + j / quant.block_k];
+      ks[c * ld + e] = j < 0 ? 0.0f : static_cast<float>(int8_code(quant.smoothed(value, bh_kv, d, e), scale));
+      if (e == 0) dk[c] = scale;
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, C * dv), [&](std::int64_t x) {
+      const std::int64_t c = x / dv, e = x % dv, j = keys[c];
+      vs[x] = j < 0 ? 0.0f : v.load(blk.kv_row(a, v, j) + e);
+    });
+    team.team_barrier();
+  }
+
+  /// Base-2 scores of 4 rows × 4 keys per thread (keys cg, cg + C/4, …); a key the row does not see (causal, past
+  /// the sequence, past the list) is −∞. Ends with a barrier.
+  KOKKOS_FORCEINLINE_FUNCTION void score_chunk(const Member& team, const RowBlock& blk, const Scratch& sc) const {
+    const DeviceShape& s = a.s;
+    const int C = shape.chunk;
+    const std::int64_t d = s.d, ld = d + 1;
+    const float *qs = sc.qs, *ks = sc.ks, *dq = sc.dq, *dk = sc.dk;
+    const std::int64_t* keys = sc.keys;
+    float* ps = sc.ps;
+    const int key_groups = C / kBlock;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, row_groups(blk) * key_groups), [&](int x) {
+      const int rg = x / key_groups, cg = x % key_groups;
+      float dot[kBlock][kBlock];
+      dot_sequential_block<kBlock, kBlock>(qs + rg * kBlock * ld, ld, ks + cg * ld, key_groups * ld, d, dot);
+      for (int i = 0; i < kBlock; ++i) {
+        const int r = rg * kBlock + i;
+        const auto row = blk.row_keys(a, r);
+        for (int j = 0; j < kBlock; ++j) {
+          const int c = cg + j * key_groups;
+          // int8: the integer product (exact in fp32) dequantized as the reference does.
+          const float score = int8 ? dot[i][j] * (s.scale_log2 * (dq[r] * dk[c])) : dot[i][j] * s.scale_log2;
+          ps[r * C + c] = row.sees(keys[c]) ? score : -INFINITY;
+        }
+      }
+    });
+    team.team_barrier();
+  }
+
+  /// PV-skip on the chunk's tile: a row votes to skip it (mask_policy::pv_row_votes_skip, its tile max against its
+  /// running max), a vote group skips it when every row in it votes so (skip: the group's decision for each of its
+  /// rows). Returns the groups that skipped it; ends with a barrier.
+  KOKKOS_FORCEINLINE_FUNCTION std::int64_t vote_pv_skip(const Member& team, const RowBlock& blk,
+                                                        const Scratch& sc) const {
+    const int C = shape.chunk, rows = blk.rows;
+    const int vote = vote_rows > 0 ? vote_rows : rows;
+    const float *ps = sc.ps, *m = sc.m;
+    int* skip = sc.skip;
+    const std::int64_t h = blk.h;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows), [&](int r) {
+      float tile_max = -INFINITY;
+      for (int c = 0; c < C; ++c) tile_max = ps[r * C + c] > tile_max ? ps[r * C + c] : tile_max;
+      skip[r] = mask_policy::pv_row_votes_skip(tile_max, m[r], thresholds[h]) ? 1 : 0;
+    });
+    team.team_barrier();
+    std::int64_t groups_skipped = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(team, (rows + vote - 1) / vote),
+        [&](int g, std::int64_t& n) {
+          const int g0 = g * vote, g1 = g0 + vote < rows ? g0 + vote : rows;
+          int all = 1;
+          for (int r = g0; r < g1; ++r) all &= skip[r];
+          for (int r = g0; r < g1; ++r) skip[r] = all;  // the group's decision (its rows are this thread's alone)
+          n += all;
+        },
+        groups_skipped);
+    team.team_barrier();
+    return groups_skipped;
+  }
+
+  /// The online softmax step of each row on its scores (OnlineSoftmax::update: ps becomes the weights P, (m, l) move,
+  /// alpha is the accumulator's rescale factor); a row whose group skipped the tile keeps its state and gives P·V no
+  /// weight. Ends with a barrier.
+  KOKKOS_FORCEINLINE_FUNCTION void softmax_step(const Member& team, const RowBlock& blk, const Scratch& sc,
+                                                bool may_skip) const {
+    const int C = shape.chunk;
+    float *ps = sc.ps, *m = sc.m, *l = sc.l, *alpha = sc.alpha;
+    const int* skip = sc.skip;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blk.rows), [&](int r) {
+      if (may_skip && skip[r] == 1) {  // skipped: state untouched, no weight in P·V
+        for (int c = 0; c < C; ++c) ps[r * C + c] = 0.0f;
+        alpha[r] = 1.0f;
+        return;
+      }
+      SoftmaxState st{m[r], l[r]};
+      alpha[r] = OnlineSoftmax::update(st, ps + r * C, C, ps + r * C);
+      m[r] = st.m;
+      l[r] = st.l;
+      if (int8)  // P·V over P in the input dtype; the denominator kept the fp32 weights
+        for (int c = 0; c < C; ++c) ps[r * C + c] = round_to_dtype(ps[r * C + c], quant.dtype);
+    });
+    team.team_barrier();
+  }
+
+  /// acc = acc·α + P·V, 4 rows × 4 dims per thread (dims eg, eg + dv/4, …).
+  KOKKOS_FORCEINLINE_FUNCTION void accumulate_pv(const Member& team, const RowBlock& blk, const Scratch& sc) const {
+    const int C = shape.chunk, rows = blk.rows;
+    const std::int64_t dv = a.s.dv;
+    const float *ps = sc.ps, *vs = sc.vs, *alpha = sc.alpha;
+    float* acc = sc.acc;
+    const std::int64_t dim_groups = dv / kBlock;
+    const std::int64_t blocks = rows > 0 ? row_groups(blk) * dim_groups : 0;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blocks), [&](std::int64_t x) {
+      const std::int64_t rg = x / dim_groups, eg = x % dim_groups;
+      float sum[kBlock][kBlock] = {};
+      for (int c = 0; c < C; ++c) {
+        float pv[kBlock], vv[kBlock];
+        for (int i = 0; i < kBlock; ++i) pv[i] = ps[(rg * kBlock + i) * C + c];
+        for (int j = 0; j < kBlock; ++j) vv[j] = vs[c * dv + eg + j * dim_groups];
+        for (int i = 0; i < kBlock; ++i)
+          for (int j = 0; j < kBlock; ++j) sum[i][j] += pv[i] * vv[j];
+      }
+      for (int i = 0; i < kBlock; ++i) {
+        const std::int64_t r = rg * kBlock + i;
+        if (r >= rows) break;
+        for (int j = 0; j < kBlock; ++j) {
+          float& out = acc[r * dv + eg + j * dim_groups];
+          out = out * alpha[r] + sum[i][j];
+        }
+      }
+    });
+  }
+
+  /// O = acc / l (OnlineSoftmax::finalize, in place), then stored in O's dtype.
+  KOKKOS_FORCEINLINE_FUNCTION void write_rows(const Member& team, const RowBlock& blk, const Scratch& sc) const {
+    const std::int64_t dv = a.s.dv;
+    float *acc = sc.acc, *m = sc.m, *l = sc.l;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blk.rows), [&](int r) {
       float* out = acc + r * dv;
       OnlineSoftmax::finalize(SoftmaxState{m[r], l[r]}, out, static_cast<int>(dv), out);  // in place
     });
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, rows * dv), [&](std::int64_t x) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, blk.rows * dv), [&](std::int64_t x) {
       const std::int64_t r = x / dv, e = x % dv;
       a.o.store(blk.q_row(a, a.o, r) + e, acc[x]);
     });
-    finish_rows(team, a, blk, [&](int r) { return SoftmaxState{m[r], l[r]}; }, skipped, pv_skipped, empty_rows);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& team, std::int64_t& empty_rows) const {
+    const bool pv_skip = thresholds != nullptr;
+    const int per_chunk = pv_skip ? a.tile_k : shape.chunk;  // list positions per chunk: one tile with PV-skip
+    const RowBlock blk(a, team.league_rank(), shape.rows, false);
+    if (blk.rows == 0) return;
+    const Scratch sc(team, shape, a.s.d, a.s.dv);
+    load_q(team, blk, sc);
+    start_rows(team, blk, sc);
+
+    // Chunks of per_chunk positions of the row block's key list; PV-skip may skip the first `skippable` tiles.
+    const int visited = static_cast<int>(blk.positions / a.tile_k);
+    const int skippable = pv_skip ? mask_policy::pv_skippable_tiles(visited, exempt_last) : 0;
+    std::int64_t skipped = 0;
+    for (std::int64_t c0 = 0; c0 < blk.positions; c0 += per_chunk) {
+      team.team_barrier();  // the previous chunk's P·V is done with ks, vs, ps
+      load_chunk(team, blk, sc, c0, per_chunk);
+      score_chunk(team, blk, sc);
+      const bool may_skip = c0 / per_chunk < skippable;
+      if (may_skip) skipped += vote_pv_skip(team, blk, sc);
+      softmax_step(team, blk, sc, may_skip);
+      accumulate_pv(team, blk, sc);
+    }
+    team.team_barrier();
+    write_rows(team, blk, sc);
+    finish_rows(team, a, blk, [&](int r) { return SoftmaxState{sc.m[r], sc.l[r]}; }, skipped, pv_skipped, empty_rows);
   }
 };
 
