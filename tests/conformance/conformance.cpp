@@ -356,7 +356,7 @@ const std::vector<EstimatorCase>& estimator_cases() {
         // GQA 4:1 at D = 64, int4: the CUDA s4 kernel's 4-head CTA, whose K loads cover a chunk in under one pass
         {"sale int4 GQA 4:1 D=64", sale4, llm, 1, 4, 1, 777, 777, 64, true, DType::bf16},
         {"sale int8 tau 1", sale_tau1, llm, 1, 4, 2, 800, 800, 128, true, DType::bf16},
-        // GQA ratios 3 and 5: CUDA's candidate CTAs of 3 heads (the trained LM's 6:2), and of 3 + 2 with an idle slot.
+        // GQA ratios 3 (the trained LM's 6:2) and 5: no divisor 4 or 2, so CUDA's candidate CTAs take one head each.
         {"sale int4 GQA 3:1", sale4, llm, 1, 6, 2, 700, 700, 128, true, DType::bf16},
         {"sale int8 GQA 5:1 D=64 Nq < Nkv fp16", sale8, llm, 1, 5, 1, 300, 650, 64, true, DType::f16},
         {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},

@@ -6,9 +6,8 @@ pipeline on the whole sequence) — and the time of both. Run by torchrun, one p
 
 (scripts/gpu/distributed.sh builds the module and runs it.) Causal bf16, B 1, Hq 32, Hkv 8, D 128 (Hkv divisible by
 P for P = 2, 4, 8); each rank makes the inputs from the same seed and takes its zigzag shard. Times: CUDA events on
-rank 0 around the whole call (the exchanges included), after a barrier, median of 5 after 2 warm-ups
-(bench/peers.py's timed). Rank 0 prints
-a table last; exit status 1 if any output differs.
+rank 0 around the whole call (the exchanges included), after a barrier, median of 5 after 2 warm-ups (bench/peers.py's
+timed). Rank 0 prints a table last; exit status 1 if any output differs.
 """
 import os
 import sys
@@ -39,10 +38,10 @@ def main():
         g = torch.Generator().manual_seed(7 + n)
         q, k, v = (torch.randn(1, h, n, 128, generator=g).to("cuda", torch.bfloat16) for h in (32, 8, 8))
         shards = [sd.shard(x, causal=True) for x in (q, k, v)]
+        mine = sd.positions(n, rank, world, causal=True)
         for method, config in METHODS:
             whole, whole_lse = spattn.sparse_attention(q, k, v, method=method, causal=True, return_lse=True, **config)
             out, lse = sd.sparse_attention(*shards, method=method, causal=True, return_lse=True, **config)
-            mine = sd.positions(n, rank, world, causal=True)
             same = torch.equal(out, whole[:, :, mine]) and torch.equal(lse, whole_lse[:, :, mine])
             flags = torch.tensor([0 if same else 1], device="cuda")
             dist.all_reduce(flags)
