@@ -447,12 +447,21 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   const std::uint32_t sc_buf = (which == 0 ? 1 : HPC) * kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
   auto load = [&](std::int64_t s, int buf) {
     const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
+    const std::int8_t* src = k_src + base * kRowBytes;
+    const std::uint32_t dst = k_dst + buf * kChunkKeys * kLd;
+    if (base + kChunkKeys <= nkv) {  // the whole segment lies in the sequence (always, unless no local blocks follow)
 #pragma unroll
-    for (int i = 0; i < kRounds; ++i) {
-      if (k_row0 + i * kRowStep >= kChunkKeys) break;  // this thread's rows lie past the chunk
-      const bool ok = base + k_row0 + i * kRowStep < nkv;
-      detail::cp_async16(k_dst + (buf * kChunkKeys + i * kRowStep) * kLd, ok ? k_src + (base + i * kRowStep) * kRowBytes : kc,
-                         ok ? 16 : 0);
+      for (int i = 0; i < kRounds; ++i)
+        if (kChunkKeys % kRowStep == 0 || k_row0 + i * kRowStep < kChunkKeys)
+          detail::cp_async16(dst + i * kRowStep * kLd, src + i * kRowStep * kRowBytes, 16);
+    } else {  // keys past the sequence: zeros
+      const int valid = static_cast<int>(nkv - base);
+#pragma unroll
+      for (int i = 0; i < kRounds; ++i) {
+        if (kChunkKeys % kRowStep != 0 && k_row0 + i * kRowStep >= kChunkKeys) break;  // rows past the chunk
+        const bool ok = k_row0 + i * kRowStep < valid;
+        detail::cp_async16(dst + i * kRowStep * kLd, ok ? src + i * kRowStep * kRowBytes : kc, ok ? 16 : 0);
+      }
     }
     if (has_scale_piece) detail::cp_async16(sc_dst + buf * sc_buf, sc_src + base, 16);
   };
@@ -597,7 +606,9 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
         // The head's warpgroup: blocks 2h, 2h + 1 are the 64 keys of half h, D/32 k32 steps each (32 bytes inside the
         // swizzled 128-byte rows). One half at a time keeps 32 accumulators per thread: the other warpgroups' decisions
         // overlap this one's products.
-        const std::uint32_t q_base = detail::smem_addr(s_q + head * kBQ * kLd), k_base = detail::smem_addr(sk);
+        // The descriptors' low words: the start address moves by whole 16-byte units (addresses < 2¹⁸: no carry).
+        const std::uint32_t q_lo = detail::smem_desc_lo(detail::smem_addr(s_q + head * kBQ * kLd), 16);
+        const std::uint32_t k_lo = detail::smem_desc_lo(detail::smem_addr(sk), 16);
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const Unit x0 = unit_of(2 * half), x1 = unit_of(2 * half + 1);
@@ -605,8 +616,8 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
           detail::wgmma_fence();
 #pragma unroll
           for (int ks = 0; ks < D / 32; ++ks)
-            detail::wgmma_ss_s8_n64(acc0, acc1, detail::smem_desc(q_base + ks * 32, 16, 1024),
-                                    detail::smem_desc(k_base + half * 64 * kLd + ks * 32, 16, 1024), ks > 0);
+            detail::wgmma_ss_s8_n64(acc0, acc1, detail::smem_desc_at(q_lo + ks * 32 / 16, 1024),
+                                    detail::smem_desc_at(k_lo + (half * 64 * kLd + ks * 32) / 16, 1024), ks > 0);
           detail::wgmma_commit();
           detail::wgmma_wait<0>();
           decide(2 * half, x0, acc0);
