@@ -289,6 +289,9 @@ const std::vector<EstimatorCase>& estimator_cases() {
     anchor_dense.theta = INFINITY;
     anchor_region.theta = -INFINITY;
     anchor_zero.theta = 0.0f;
+    sale::Config sale_no_local = sale4;  // NL = 0: the last candidate segment holds the partial key block
+    sale_no_local.local_window = 0;
+    sale_no_local.tau = {0.05f};
     sale::Config sale_tau1 = sale8;
     sale_tau1.tau = {1.0f};
     fg_attn::Config fg;
@@ -356,6 +359,9 @@ const std::vector<EstimatorCase>& estimator_cases() {
         // GQA 4:1 at D = 64, int4: the CUDA s4 kernel's 4-head CTA, whose K loads cover a chunk in under one pass
         {"sale int4 GQA 4:1 D=64", sale4, llm, 1, 4, 1, 777, 777, 64, true, DType::bf16},
         {"sale int8 tau 1", sale_tau1, llm, 1, 4, 2, 800, 800, 128, true, DType::bf16},
+        // 33 key blocks, the last partial: with no local blocks the candidates end with it (keys past Nkv: zeros)
+        {"sale no local window, partial last candidate block", sale_no_local, video, 1, 2, 1, 1040, 1040, 128, false,
+         DType::bf16},
         // GQA ratios 3 (the trained LM's 6:2) and 5: no divisor 4 or 2, so CUDA's candidate CTAs take one head each.
         {"sale int4 GQA 3:1", sale4, llm, 1, 6, 2, 700, 700, 128, true, DType::bf16},
         {"sale int8 GQA 5:1 D=64 Nq < Nkv fp16", sale8, llm, 1, 5, 1, 300, 650, 64, true, DType::f16},
