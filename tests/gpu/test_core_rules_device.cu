@@ -127,9 +127,9 @@ TEST_CASE("core rules are device-callable and bit-identical on the GPU and the h
   CHECK(differ == 0);
 }
 
-/// detail::top_cdf_sorted (the radix sort of keys at their index for 16–32 keys per thread, else block_sort) and detail::block_sort (any
-/// arrangement), one block of kThreads.
-template <int kThreads>
+/// detail::top_cdf_sorted (the radix sort of keys at their index for 16–32 keys per thread, else block_sort: the
+/// kernel variant detail::with_sort_items picks) and detail::block_sort (any arrangement), one block of kThreads.
+template <int kThreads, int kItems>
 __global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float tau, bool crossing, bool bitonic,
                             std::uint64_t* out, int* cut) {
   extern __shared__ std::uint64_t keys[];
@@ -139,7 +139,7 @@ __global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float t
   if (bitonic) {
     cuda::detail::block_sort(keys, n);
   } else {
-    const int kept = cuda::detail::top_cdf_sorted<kThreads>(keys, n, n_valid, tau, 1, crossing, sorted, &c);
+    const int kept = cuda::detail::top_cdf_sorted<kThreads, kItems>(keys, n, n_valid, tau, 1, crossing, sorted, &c);
     if (threadIdx.x == 0) *cut = kept;
   }
   for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = keys[i];
@@ -151,8 +151,13 @@ TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every 
   REQUIRE(cudaMalloc(&din, 16384 * 8) == cudaSuccess);
   REQUIRE(cudaMalloc(&dout, 16384 * 8) == cudaSuccess);
   REQUIRE(cudaMalloc(&dcut, sizeof(int)) == cudaSuccess);
-  REQUIRE(cudaFuncSetAttribute(sort_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12) == cudaSuccess);
-  REQUIRE(cudaFuncSetAttribute(sort_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12) == cudaSuccess);
+  for (const int items : {0, 16, 32}) {
+    const auto set = [](auto kernel) {
+      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12);
+    };
+    REQUIRE(set(items == 0 ? sort_kernel<128, 0> : items == 16 ? sort_kernel<128, 16> : sort_kernel<128, 32>) == cudaSuccess);
+    REQUIRE(set(items == 0 ? sort_kernel<256, 0> : items == 16 ? sort_kernel<256, 16> : sort_kernel<256, 32>) == cudaSuccess);
+  }
   int cases = 0;
   for (int n = 1; n <= 16384; n *= 2)
     for (const int threads : {128, 256})
@@ -180,8 +185,14 @@ TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every 
         cudaMemset(dout, 0xaa, keys.size() * 8);
         cudaMemset(dcut, 0xff, sizeof(int));
         const std::size_t smem = static_cast<std::size_t>(n) * 12;
-        if (threads == 128) sort_kernel<128><<<1, 128, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
-        else sort_kernel<256><<<1, 256, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
+        if (threads == 128)
+          cuda::detail::with_sort_items<128>(n, [&](auto items) {
+            sort_kernel<128, items()><<<1, 128, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
+          });
+        else
+          cuda::detail::with_sort_items<256>(n, [&](auto items) {
+            sort_kernel<256, items()><<<1, 256, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
+          });
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         std::vector<std::uint64_t> got(keys.size());
         int cut = -1;

@@ -181,6 +181,7 @@ std::size_t select_bytes(int keys, std::int64_t tk) {
 
 /// The mask rows of query block blockIdx.x of (batch, mask head) blockIdx.y (reference/src/bfla.cpp's steps, in its
 /// order). keep[] is the block's coarse row (1 = kept), fine[] one executor row at a time.
+template <int kItems>  // the sort's keys per thread (detail::sort_items), 0: block_sort
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint64_t dyn[];
   __shared__ float fscratch[32];
@@ -248,7 +249,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included
       for (int j = threadIdx.x; j < n; j += blockDim.x)
         keys[j] = j < reach ? detail::selection_key(prob[j], j) : detail::kNoKey;
-      const int kept = detail::top_cdf_sorted<kSelectThreads>(keys, n, reach, a.gamma, 1, true, sorted, &cut);
+      const int kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, n, reach, a.gamma, 1, true, sorted, &cut);
       for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
       __syncthreads();
     }
@@ -351,9 +352,11 @@ class BflaEstimatorImpl final : public BflaEstimator {
     check(cudaFuncSetAttribute(group_scores_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(gemm_bytes())),
           "shared memory");
-    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(select_bytes(sort_keys_, shape_.num_k_tiles()))),
-          "shared memory");
+    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
+      check(cudaFuncSetAttribute(select_kernel<items()>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(select_bytes(sort_keys_, shape_.num_k_tiles()))),
+            "shared memory");
+    });
   }
 
   template <class T>
@@ -405,7 +408,9 @@ class BflaEstimatorImpl final : public BflaEstimator {
     a.tiles = mask.tiles();
     const dim3 select_grid(static_cast<unsigned>(ceil_div(p_.seqlen_q, c_.block)),
                            static_cast<unsigned>(p_.batch * shape_.mask_heads));
-    select_kernel<<<select_grid, kSelectThreads, select_bytes(sort_keys_, a.tk), stream>>>(a);
+    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
+      select_kernel<items()><<<select_grid, kSelectThreads, select_bytes(sort_keys_, a.tk), stream>>>(a);
+    });
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
   }

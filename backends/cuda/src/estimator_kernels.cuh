@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "spattn/methods/sparge.hpp"
 #include "spattn/pooling.hpp"
@@ -229,29 +230,45 @@ __device__ void radix_sort_indexed(std::uint64_t* keys) {
   }
 }
 
-/// Sorts n (a power of two) keys built at their index (see radix_sort_indexed) into the selection order, in a block of
-/// kThreads threads: the radix sort for 16 · kThreads ≤ n ≤ 32 · kThreads, block_sort otherwise. Measured on the H100
-/// (bench/results/gpu-pipeline.md): with 32 keys per thread the radix sort takes FG-Attn's 128K estimate (4096 key
-/// tiles, 128 threads) from 65.7 to 45.6 ms; with 2–8 keys per thread it is slower than block_sort (SpargeAttn 128K
-/// 10.8 → 13.1 ms, BFLA 6.95 → 7.87 ms).
+/// The sort of a row of n keys (a power of two) in a block of kThreads threads: the radix sort's keys per thread for
+/// 16 · kThreads ≤ n ≤ 32 · kThreads, else 0 (block_sort). Measured on the H100 (bench/results/gpu-pipeline.md): with
+/// 32 keys per thread the radix sort takes FG-Attn's 128K estimate (4096 key tiles, 128 threads) from 65.7 to 45.6 ms;
+/// with 2–8 keys per thread it is slower than block_sort (SpargeAttn 128K 10.8 → 13.1 ms, BFLA 6.95 → 7.87 ms).
 template <int kThreads>
+constexpr int sort_items(int n) {
+  return n / kThreads == 16 || n / kThreads == 32 ? n / kThreads : 0;
+}
+
+/// Sorts n (a power of two) keys built at their index (see radix_sort_indexed) into the selection order: block_sort
+/// when kItems is 0, else the radix sort of kItems keys per thread (kItems = sort_items<kThreads>(n)). A kernel that
+/// sorts takes kItems as a template parameter and is launched in the variant its rows pick (with_sort_items): the
+/// radix sort compiled into a kernel sets its registers for every launch (SpargeAttn's select kernel went from 40 to
+/// 205 registers, one CTA an SM, and its 128K estimate from 11.0 to 16.0 ms on the H200, where it sorts by block_sort).
+template <int kThreads, int kItems>
 __device__ void sort_indexed(std::uint64_t* keys, int n) {
-  switch (n / kThreads) {
-    case 16: return radix_sort_indexed<kThreads, 16>(keys);
-    case 32: return radix_sort_indexed<kThreads, 32>(keys);
-    default: return block_sort(keys, n);
+  if constexpr (kItems == 0) block_sort(keys, n);
+  else radix_sort_indexed<kThreads, kItems>(keys);
+}
+
+/// Host side: f(std::integral_constant<int, sort_items<kThreads>(n)>{}), the kernel variant for rows of n keys.
+template <int kThreads, class F>
+void with_sort_items(int n, F&& f) {
+  switch (sort_items<kThreads>(n)) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    default: return f(std::integral_constant<int, 0>{});
   }
 }
 
-/// TopCdf on the device (topcdf.hpp's steps 3-6) in a block of kThreads threads: sorts keys[0, n) — n a power of
+/// TopCdf on the device (topcdf.hpp's steps 3-6) in a block of kThreads threads: sorts keys[0, n) (sort_indexed) — n a power of
 /// two, keys[j] = selection_key(weight_j, j) for the n_valid valid entries and kNoKey for the rest, each at its index
 /// j — into the selection order, and returns (to every thread) how many of them the rule keeps: top_cdf_count on the
 /// sorted weights, one thread, in the core's sequential order (top_cdf_prefix + top_cdf_cut). `sorted` receives the
 /// n_valid prefix sums of the sorted weights.
-template <int kThreads>
+template <int kThreads, int kItems>
 __device__ int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau, int min_keep, bool include_crossing,
                               float* sorted, int* cut) {
-  sort_indexed<kThreads>(keys, n);
+  sort_indexed<kThreads, kItems>(keys, n);
   for (int t = threadIdx.x; t < n_valid; t += blockDim.x) sorted[t] = key_value(keys[t]);
   __syncthreads();
   if (threadIdx.x == 0) {  // top_cdf_count's result: its sums once, in place, then a binary search

@@ -116,6 +116,7 @@ struct SelectArgs {
   std::int32_t* tiles;
 };
 
+template <int kItems>  // the sort's keys per thread (detail::sort_items), 0: block_sort
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint64_t dyn[];
   __shared__ float fscratch[32];
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
       keys[j] = j < reach ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
       if (j < reach) keep[j] = 0;
     }
-    const int kept = detail::top_cdf_sorted<kSelectThreads>(keys, a.sort_keys, reach, a.top_p, 1, true, sorted, &cut);
+    const int kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, a.sort_keys, reach, a.top_p, 1, true, sorted, &cut);
     for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
   }
   __syncthreads();
@@ -343,9 +344,11 @@ class FgAttnEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(logits_bytes(p_.head_dim))),
           "shared memory");
-    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(select_bytes(sort_keys_))),
-          "shared memory");
+    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
+      check(cudaFuncSetAttribute(select_kernel<items()>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(select_bytes(sort_keys_))),
+            "shared memory");
+    });
     if (words_ > 0)
       check(cudaFuncSetAttribute(xor_groups_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(xor_groups_bytes(shape_.num_q_tiles()))),
@@ -393,7 +396,9 @@ class FgAttnEstimator final : public DeviceEstimator {
     s.row_begin = mask.row_begin();
     s.row_end = mask.row_end();
     s.tiles = mask.tiles();
-    select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_), stream>>>(s);
+    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
+      select_kernel<items()><<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_), stream>>>(s);
+    });
     if (group_rows_ > 0) {  // UNION: every member of a group gets the group's union
       if (words_ > 0) {
         bits_kernel<<<dim3(tq, bq * hq), 128, static_cast<std::size_t>(words_) * 8, stream>>>(

@@ -50,6 +50,7 @@ struct SelectArgs {
 };
 
 // keep[] bits: 1 = kept, 2 = candidate of the selection.
+template <int kItems>  // the sort's keys per thread (detail::sort_items), 0: block_sort
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint64_t dyn[];
   __shared__ float fscratch[32];
@@ -111,11 +112,11 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
       keys[j] = j < blocks_k && (keep[j] & 2) ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
     int kept = 0;
     if (a.topk > 0.0f) {
-      detail::sort_indexed<kSelectThreads>(keys, a.sort_keys);
+      detail::sort_indexed<kSelectThreads, kItems>(keys, a.sort_keys);
       const std::int64_t kk = sparge::topk_count(a.topk, reach);
       kept = static_cast<int>(kk < candidates ? kk : candidates);
     } else {
-      kept = detail::top_cdf_sorted<kSelectThreads>(keys, a.sort_keys, candidates, a.tau[h], 1, false, x, &cut);
+      kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, a.sort_keys, candidates, a.tau[h], 1, false, x, &cut);
     }
     for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
   } else if (candidates > 0) {  // non-finite pooled scores: the row keeps every block
@@ -189,9 +190,11 @@ class SpargeEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(detail::chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(detail::chunk_bytes(d))),
           "shared memory");
-    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(select_bytes(sort_keys_, d))),
-          "shared memory");
+    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
+      check(cudaFuncSetAttribute(select_kernel<items()>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(select_bytes(sort_keys_, d))),
+            "shared memory");
+    });
   }
 
   template <class T>
@@ -231,7 +234,9 @@ class SpargeEstimator final : public DeviceEstimator {
     a.row_begin = mask.row_begin();
     a.row_end = mask.row_end();
     a.tiles = mask.tiles();
-    select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_, d), stream>>>(a);
+    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
+      select_kernel<items()><<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_, d), stream>>>(a);
+    });
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
   }
