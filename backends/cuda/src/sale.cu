@@ -340,6 +340,66 @@ __device__ __forceinline__ float exact_margin(const int (&acc)[16], const float*
   return m;
 }
 
+/// The unit of a thread's keys of one block (its K scale group t4): skv the group's scale, u = sq·skv, rcp = RN(1/u);
+/// exact: the block needs GroupMax (kept margins, or keys a valid row of the warp does not see; warp-uniform);
+/// folded: sale::folded_bias_ok, the folded biases are valid.
+struct Unit {
+  float skv, u, rcp;
+  bool exact, folded;
+};
+
+/// The warp's margin of block jb, from each thread's integer products acc of its rows r0, r1 (rr) and keys
+/// 8·nt + 2·t4 + i % 2 (acc[4·nt + i], rows r0 for i < 2: the m16n8 layout), qmb + c·32 the block's qmk: +1 / −1 (a value
+/// of the same sign) when sale::folded_decision is sure for the warp's rows; otherwise, or with kept margins, the
+/// exact one (GroupMax over the products alone). The same value in every lane.
+__device__ __forceinline__ float block_margin(Unit x, const int (&acc)[16], const float* qmb, int c, std::int64_t jb, int t4,
+                                              const ExactRows& rr) {
+  float m = -INFINITY;
+  if (!x.exact) {
+    int best0 = INT_MIN, best1 = INT_MIN;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const std::int32_t bias = x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0;
+        best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
+        best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
+      }
+    int d0 = !rr.valid0 ? -1 : x.folded ? sale::folded_decision(best0, x.u, rr.thr0) : 0;
+    int d1 = !rr.valid1 ? -1 : x.folded ? sale::folded_decision(best1, x.u, rr.thr1) : 0;
+    // The warp's answer: +1 when a row is surely selected, −1 when every row is surely not, else 0. Then the
+    // undecided rows whose thread's 8 biases are certified from the reciprocal are settled exactly, and the warp
+    // answers again; what stays undecided goes to GroupMax.
+    const auto answer = [&] {
+      if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) return 1;
+      return __any_sync(0xffffffffu, d0 == 0 || d1 == 0) ? 0 : -1;
+    };
+    int warp_answer = answer();
+    if (warp_answer == 0) {
+      if (x.folded && (d0 == 0 || d1 == 0)) {
+        bool certified = true;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) certified = certified & sale::folded_bias_exact(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp);
+        if (certified) {
+          if (d0 == 0) d0 = sale::folded_exact_decision(best0, x.u, rr.thr0);
+          if (d1 == 0) d1 = sale::folded_exact_decision(best1, x.u, rr.thr1);
+        }
+      }
+      warp_answer = answer();
+    }
+    if (warp_answer == 0) x.exact = true;
+    else m = static_cast<float>(warp_answer);
+  }
+  if (x.exact) {
+    m = exact_margin(acc, qmb + c * kBK, jb, t4, x.skv, x.u, x.rcp, rr);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
+  }
+  return m;
+}
+
 /// Bytes of a code row: D int8 codes, or D int4 codes two per byte (kInt4: the s4 mma.sync kernel).
 template <int D, bool kInt4>
 constexpr int row_bytes() { return kInt4 ? D / 2 : D; }
@@ -365,11 +425,53 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
   return v;
 }
 
+/// The candidate kernel's loads of segment s (key blocks 1 + 4s … 4 + 4s) into stage buf: each thread copies the same
+/// 16-byte piece of key rows k_row0, k_row0 + kRowStep, … below kChunkKeys (kThreads is a multiple of the pieces per
+/// row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte piece of the K scales or of
+/// one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail). The addresses are set once by the kernel;
+/// a segment only adds its first key.
+template <int kRowBytes, int kLd, int kThreads, int HPC>
+struct SegmentLoads {
+  static constexpr int kPieces = kRowBytes / 16, kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
+  static constexpr int kRounds = (kChunkKeys + kRowStep - 1) / kRowStep;  // 1 when a pass covers the chunk (int4, D = 64)
+  static_assert(kRowStep % 8 == 0 && (HPC + 1) * kScalePieces <= kThreads);
+  const std::int8_t* kc;     ///< the (batch, KV head)'s codes: the source of zero-filled copies
+  const std::int8_t* k_src;  ///< the thread's piece of its first row in segment 0's key 0
+  const float* sc_src;       ///< the thread's piece of the K scales or of a head's qmk (has_scale_piece)
+  std::int64_t nkv;
+  std::uint32_t k_dst, sc_dst, sc_buf;  ///< shared addresses in stage 0, and the scale stages' stride
+  int k_row0;
+  bool has_scale_piece;
+
+  __device__ __forceinline__ void operator()(std::int64_t s, int buf) const {
+    const std::int64_t base = kBK * (1 + kSeg * s);
+    const std::int8_t* src = k_src + base * kRowBytes;
+    const std::uint32_t dst = k_dst + buf * kChunkKeys * kLd;
+    if (base + kChunkKeys <= nkv) {  // the whole segment lies in the sequence (always, unless no local blocks follow)
+#pragma unroll
+      for (int i = 0; i < kRounds; ++i)
+        if (kChunkKeys % kRowStep == 0 || k_row0 + i * kRowStep < kChunkKeys)
+          detail::cp_async16(dst + i * kRowStep * kLd, src + i * kRowStep * kRowBytes, 16);
+    } else {  // keys past the sequence: zeros
+      const int valid = static_cast<int>(nkv - base);
+#pragma unroll
+      for (int i = 0; i < kRounds; ++i) {
+        if (kChunkKeys % kRowStep != 0 && k_row0 + i * kRowStep >= kChunkKeys) break;  // rows past the chunk
+        const bool ok = k_row0 + i * kRowStep < valid;
+        detail::cp_async16(dst + i * kRowStep * kLd, ok ? src + i * kRowStep * kRowBytes : kc, ok ? 16 : 0);
+      }
+    }
+    if (has_scale_piece) detail::cp_async16(sc_dst + buf * sc_buf, sc_src + base, 16);
+  }
+};
+
 /// Step 5: query block (longest rows first) of batch b, query heads [h0, h0 + HPC) of one KV head. Warp w takes rows
 /// 16·(w % 4) … + 15 of head w / 4 (warpgroup w / 4 the head's 64 rows). mma.sync (kWgmma false): the warp's Q codes
 /// stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time. wgmma (sm_90a, D = 128): the
-/// warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key half at a time (ptxas
-/// serializes the wgmma: the decisions between them branch), the other warpgroups' decisions overlapping them.
+/// warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key half at a time, the other
+/// warpgroups' decisions overlapping them. Its helpers: SegmentLoads (the K side of a segment), block_margin (a warp's
+/// decision of one block). The products and the mask-row tails stay in the kernel: moved into functions, they changed
+/// the sm_90a code (checked by comparing cubins), which this split was not to do.
 /// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
 /// bytes and half the instructions of the s8 path, the same integer products.
 template <int D, int HPC, bool kMargins, bool kWgmma, bool kInt4>
@@ -429,42 +531,22 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per code row
   // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
-  // Each thread copies the same 16-byte piece of key rows r0, r0 + kRowStep, … below kChunkKeys of every segment
-  // (kThreads is a multiple of the pieces per row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte
-  // piece of the K scales or of one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail):
-  // the addresses are computed once, a segment only adds its first key.
-  constexpr int kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
-  constexpr int kRounds = (kChunkKeys + kRowStep - 1) / kRowStep;  // 1 when a pass covers the chunk (int4, D = 64)
-  static_assert(kRowStep % 8 == 0 && (HPC + 1) * kScalePieces <= kThreads);
-  const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % kScalePieces;
-  const bool has_scale_piece = tid / kScalePieces <= HPC;
-  const int which = has_scale_piece ? tid / kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
-  const std::int8_t* k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
-  const std::uint32_t k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
-  const float* sc_src =
-      (which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk) + s_piece * 4;
-  const std::uint32_t sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk + (which - 1) * kChunkKeys) + s_piece * 4);
-  const std::uint32_t sc_buf = (which == 0 ? 1 : HPC) * kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
-  auto load = [&](std::int64_t s, int buf) {
-    const std::int64_t base = kBK * (1 + kSeg * s);  // segment s: key blocks 1 + 4s … 4 + 4s
-    const std::int8_t* src = k_src + base * kRowBytes;
-    const std::uint32_t dst = k_dst + buf * kChunkKeys * kLd;
-    if (base + kChunkKeys <= nkv) {  // the whole segment lies in the sequence (always, unless no local blocks follow)
-#pragma unroll
-      for (int i = 0; i < kRounds; ++i)
-        if (kChunkKeys % kRowStep == 0 || k_row0 + i * kRowStep < kChunkKeys)
-          detail::cp_async16(dst + i * kRowStep * kLd, src + i * kRowStep * kRowBytes, 16);
-    } else {  // keys past the sequence: zeros
-      const int valid = static_cast<int>(nkv - base);
-#pragma unroll
-      for (int i = 0; i < kRounds; ++i) {
-        if (kChunkKeys % kRowStep != 0 && k_row0 + i * kRowStep >= kChunkKeys) break;  // rows past the chunk
-        const bool ok = k_row0 + i * kRowStep < valid;
-        detail::cp_async16(dst + i * kRowStep * kLd, ok ? src + i * kRowStep * kRowBytes : kc, ok ? 16 : 0);
-      }
-    }
-    if (has_scale_piece) detail::cp_async16(sc_dst + buf * sc_buf, sc_src + base, 16);
-  };
+  using Loads = SegmentLoads<kRowBytes, kLd, kThreads, HPC>;
+  Loads load;
+  {
+    const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % Loads::kScalePieces;
+    const int which = tid / Loads::kScalePieces <= HPC ? tid / Loads::kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
+    load.kc = kc;
+    load.nkv = nkv;
+    load.k_row0 = k_row0;
+    load.has_scale_piece = tid / Loads::kScalePieces <= HPC;
+    load.k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
+    load.k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
+    load.sc_src =
+        (which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk) + s_piece * 4;
+    load.sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk + (which - 1) * kChunkKeys) + s_piece * 4);
+    load.sc_buf = (which == 0 ? 1 : HPC) * kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
+  }
   // Q codes of the CTA's heads (rows past the sequence: zeros), with the first segment.
   for (int p = tid; p < HPC * kBQ * kPieces; p += kThreads) {
     const int hr = p / kPieces, piece = p % kPieces, hh = hr / kBQ, r = hr % kBQ;
@@ -536,10 +618,6 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
       // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that
       // every valid row of the warp fully sees, a row's largest acc + c_j (c_j the key's folded bias,
       // sale::folded_bias) is one add-and-max per product (__viaddmax_s32).
-      struct Unit {
-        float skv, u, rcp;
-        bool exact, folded;
-      };
       const auto unit_of = [&](int c) {
         Unit x;
         x.skv = ksb[c * kBK + 2 * t4];
@@ -549,56 +627,9 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
         x.folded = !x.exact && sale::folded_bias_ok(x.rcp, qmk_bound);
         return x;
       };
-      // acc[4·nt + i]: rows r0 (i < 2) and r1 of keys 8·nt + 2·t4 + i % 2 of the block (the m16n8 layout).
-      // The warp's margin of block c: +1 / −1 (a value of the same sign) when sale::folded_decision is sure for the
-      // warp's rows; otherwise, or with kept margins, the exact one (GroupMax over the products alone).
       const auto decide = [&](int c, Unit x, const int (&acc)[16]) {
-        const std::int64_t jb = block0 + c;
-        float m = -INFINITY;
-        if (!x.exact) {
-          int best0 = INT_MIN, best1 = INT_MIN;
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const std::int32_t bias = x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0;
-              best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
-              best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
-            }
-          int d0 = r0 >= rows ? -1 : x.folded ? sale::folded_decision(best0, x.u, thr0) : 0;
-          int d1 = r1 >= rows ? -1 : x.folded ? sale::folded_decision(best1, x.u, thr1) : 0;
-          // The warp's answer: +1 when a row is surely selected, −1 when every row is surely not, else 0. Then the
-          // undecided rows whose thread's 8 biases are certified from the reciprocal are settled exactly, and the warp
-          // answers again; what stays undecided goes to GroupMax.
-          const auto answer = [&] {
-            if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) return 1;
-            return __any_sync(0xffffffffu, d0 == 0 || d1 == 0) ? 0 : -1;
-          };
-          int warp_answer = answer();
-          if (warp_answer == 0) {
-            if (x.folded && (d0 == 0 || d1 == 0)) {
-              bool certified = true;
-#pragma unroll
-              for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                  certified = certified & sale::folded_bias_exact(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp);
-              if (certified) {
-                if (d0 == 0) d0 = sale::folded_exact_decision(best0, x.u, thr0);
-                if (d1 == 0) d1 = sale::folded_exact_decision(best1, x.u, thr1);
-              }
-            }
-            warp_answer = answer();
-          }
-          if (warp_answer == 0) x.exact = true;
-          else m = static_cast<float>(warp_answer);
-        }
-        if (x.exact) {
-          const ExactRows rr{r0 < rows, r1 < rows, vis0, vis1, nkv, sq, thr0, thr1};
-          m = exact_margin(acc, qmb + c * kBK, jb, t4, x.skv, x.u, x.rcp, rr);
-#pragma unroll
-          for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
-        }
+        const ExactRows rr{r0 < rows, r1 < rows, vis0, vis1, nkv, sq, thr0, thr1};
+        const float m = block_margin(x, acc, qmb, c, block0 + c, t4, rr);
         if (lane == 0) s_marg[warp][c] = m;
       };
       if constexpr (kWgmma) {
