@@ -528,18 +528,18 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
 
   const std::int8_t* kc = (kInt4 ? w.k_packed : w.k_codes) + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * kRowBytes;
   const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
-  constexpr int kPieces = kRowBytes / 16;  // 16-byte pieces per code row
+  using Loads = SegmentLoads<kRowBytes, kLd, kThreads, HPC>;
+  constexpr int kPieces = Loads::kPieces;  // 16-byte pieces per code row
   // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
-  using Loads = SegmentLoads<kRowBytes, kLd, kThreads, HPC>;
   Loads load;
   {
     const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % Loads::kScalePieces;
-    const int which = tid / Loads::kScalePieces <= HPC ? tid / Loads::kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
+    load.has_scale_piece = tid / Loads::kScalePieces <= HPC;
+    const int which = load.has_scale_piece ? tid / Loads::kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
     load.kc = kc;
     load.nkv = nkv;
     load.k_row0 = k_row0;
-    load.has_scale_piece = tid / Loads::kScalePieces <= HPC;
     load.k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
     load.k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
     load.sc_src =
