@@ -92,13 +92,40 @@ def dense_attention():
     return attention
 
 
-def spattn_attention(method, **config):
-    """spattn.sparse_attention(method, **config): the method's estimate, then attention over its mask."""
+def spattn_attention(method, fallback_sim=None, **config):
+    """spattn.sparse_attention(method, **config): the method's estimate, then attention over its mask. With
+    fallback_sim (an experiment, not a library option yet): the estimate, then every query tile whose rows are not
+    self-similar kept dense (low_similarity_tiles), then spattn.attend."""
     def attention(q, k, v, causal, scale):
+        if fallback_sim is not None:
+            mask = spattn.estimate(method, q, k, causal=causal, scale=scale, **config)
+            bits = mask.to_bitmap().copy()
+            bits[low_similarity_tiles(q, mask, fallback_sim)] = 1
+            mask = spattn.TileMask.from_bitmap(bits, tile_q=mask.tile_q, tile_k=mask.tile_k, seqlen_q=mask.seqlen_q,
+                                               seqlen_kv=mask.seqlen_kv, causal=causal)
+            return spattn.attend(q, k, v, mask, causal=causal, scale=scale), mask
         out, mask, _ = spattn.sparse_attention(q, k, v, method=method, causal=causal, scale=scale, return_mask=True,
                                                **config)
         return out, mask
     return attention
+
+
+def low_similarity_tiles(q, mask, threshold, block=128):
+    """[B, Hm, Tq] bool: the query tiles of `mask` whose rows are not self-similar. A 128-row block's similarity is
+    SpargeAttn's (sparge.hpp self_similarity: |mean of the rows' unit vectors|²); a tile's is the mean over the blocks
+    it overlaps; a mask head (Hm < Hq: one per K/V head) is low when any of its query heads is."""
+    b, hq, n, d = q.shape
+    unit = torch.nn.functional.normalize(q.float(), dim=-1)
+    blocks = (n + block - 1) // block
+    unit = torch.nn.functional.pad(unit, (0, 0, 0, blocks * block - n)).view(b, hq, blocks, block, d)
+    rows = torch.full((blocks,), float(block), device=q.device)
+    rows[-1] = n - (blocks - 1) * block
+    sim = ((unit.sum(3) / rows[:, None]) ** 2).sum(-1).cpu()  # [B, Hq, blocks]
+    tq, tiles = mask.tile_q, mask.num_q_tiles
+    tile_sim = torch.stack([sim[:, :, t * tq // block:min(blocks, ((t + 1) * tq - 1) // block + 1)].mean(-1)
+                            for t in range(tiles)], -1)  # [B, Hq, Tq]
+    low = tile_sim < threshold
+    return low.view(b, mask.mask_heads, hq // mask.mask_heads, tiles).any(2).numpy()
 
 
 def calibrated_attention(method, params):

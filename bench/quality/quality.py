@@ -45,6 +45,19 @@ LONG_DIT = {
     "fgattn": [{"top_p": x} for x in (0.9, 0.99, 0.995, 0.999)],
     "bfla": [{"gamma": 0.99}, {"keep_ratio": 0.3}, {"keep_ratio": 0.5}],
 }
+# Issue 41's experiment (--sweep fallback): AnchorAttention and FG-Attn keep every key tile of a query tile whose rows
+# are not self-similar (harness.spattn_attention's fallback_sim: SpargeAttn's similarity rule), beside the same
+# settings without it; SpargeAttn the same (its own rule, theta, also forces every key block that is not
+# self-similar: at 0.4 it kept every tile of the committed LM capture); SALE τ 0.2 as the yardstick.
+FALLBACK = {
+    "dense": [{}],
+    "anchor": [{"theta": 12.0}, {"theta": 12.0, "fallback_sim": 0.3}, {"theta": 12.0, "fallback_sim": 0.4},
+               {"theta": 20.0, "fallback_sim": 0.4}],
+    "fgattn": [{"top_p": 0.99}, {"top_p": 0.99, "fallback_sim": 0.3}, {"top_p": 0.99, "fallback_sim": 0.4},
+               {"top_p": 0.95, "fallback_sim": 0.4}, {"top_p": 0.9, "fallback_sim": 0.4}],
+    "sparge": [{"topk": 0.5}, {"topk": 0.5, "fallback_sim": 0.4}, {"topk": 0.7, "fallback_sim": 0.4}],
+    "sale": [{"tau": 0.2}],
+}
 # calibrate() per layer on a training input (not the held-out one), then the held-out loss with those parameters:
 # SpargeAttn and SALE with their papers' targets, the others against two per-head rel L1 bounds.
 CALIBRATIONS = [("sale", {}), ("sparge", {}), ("fgattn", {"rel_l1": 0.002}), ("fgattn", {"rel_l1": 0.01}),
@@ -246,6 +259,8 @@ def main():
     ap.add_argument("--methods", default=",".join(SWEEPS), help="the methods to sweep (oracle: --oracle)")
     ap.add_argument("--calibrate", action="store_true", help="calibrate() per layer and measure it (CALIBRATIONS)")
     ap.add_argument("--captures", help="write small captures of both models' Q/K/V here (.npz, for the demo)")
+    ap.add_argument("--sweep", choices=("main", "fallback"), default="main",
+                    help="main: SWEEPS (LONG_DIT at the DiT's 32K); fallback: the FALLBACK experiment at every length")
     ap.add_argument("--deadline", type=float, help="epoch seconds after which no row starts (recorded as skipped)")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -276,7 +291,7 @@ def main():
         return {"shapes": [(32, 32)] if n in oracle_lengths else [], "densities": oracle_densities}
 
     def stage(name, loss_fn, layers, n, calibrated, capture):
-        sweeps = LONG_DIT if name == "dit-32k" else SWEEPS
+        sweeps = FALLBACK if args.sweep == "fallback" else LONG_DIT if name == "dit-32k" else SWEEPS
         dense = run_model(name, loss_fn, layers, sweeps, calibrated, oracle_at(n), log, results["rows"], deadline)
         if args.time and n == max(lengths):
             time_settings(name, capture(), [r for r in results["rows"] if r["model"] == name], log, deadline,

@@ -173,3 +173,34 @@ def test_output_error_is_the_metric():
     assert np.isnan(e["rel_l1"]) and e["first_non_finite"] == 7
     with pytest.raises(spattn.Error, match="elements"):
         spattn.output_error(got[:10], want)
+
+
+def test_similarity_fallback_keeps_exactly_the_dissimilar_tiles():
+    """harness.low_similarity_tiles against the definition computed here in float64 (|mean of unit rows|², tiles of
+    the mask's shape), on a query whose even 128-row blocks repeat one direction (similarity 1) and odd ones are
+    random; then spattn_attention with the fallback keeps those tiles' rows dense and the others as the method chose."""
+    g = torch.Generator().manual_seed(SEED)
+    n, d = 300, 32
+    q = torch.randn(1, 2, n, d, generator=g)
+    for r0 in range(0, n, 256):
+        q[:, :, r0:r0 + 128] = torch.randn(1, 2, 1, d, generator=g) * torch.rand(1, 2, min(128, n - r0), 1,
+                                                                                    generator=g).add(0.5)
+    k = torch.randn(1, 1, n, d, generator=g)
+    v = torch.randn(1, 1, n, d, generator=g)
+    mask = spattn.estimate("fgattn", q, k, causal=True, top_p=0.5)
+    tq = mask.tile_q
+    unit = q.double() / q.double().norm(dim=-1, keepdim=True)
+    expected = np.zeros((1, mask.mask_heads, mask.num_q_tiles), dtype=bool)
+    for t in range(mask.num_q_tiles):
+        blocks = range(t * tq // 128, min((n + 127) // 128, ((t + 1) * tq - 1) // 128 + 1))
+        for h in range(2):
+            sims = [float((unit[0, h, b * 128:(b + 1) * 128].mean(0) ** 2).sum()) for b in blocks]
+            expected[0, h * mask.mask_heads // 2, t] |= sum(sims) / len(sims) < 0.5
+    low = harness.low_similarity_tiles(q, mask, 0.5)
+    assert np.array_equal(low, expected) and low.any() and not low.all()
+    out, fell_back = harness.spattn_attention("fgattn", fallback_sim=0.5, top_p=0.5)(q, k, v, True, None)
+    bits, base = fell_back.to_bitmap(), mask.to_bitmap()
+    dense = spattn.TileMask.dense(tile_q=tq, tile_k=mask.tile_k, batch=1, mask_heads=mask.mask_heads, seqlen_q=n,
+                                  seqlen_kv=n, causal=True).to_bitmap()
+    assert np.array_equal(bits[low], dense[low]) and np.array_equal(bits[~low], base[~low])
+    assert torch.equal(out, spattn.attend(q, k, v, fell_back, causal=True))
