@@ -359,6 +359,9 @@ const std::vector<EstimatorCase>& estimator_cases() {
         // GQA 4:1 at D = 64, int4: the CUDA s4 kernel's 4-head CTA, whose K loads cover a chunk in under one pass
         {"sale int4 GQA 4:1 D=64", sale4, llm, 1, 4, 1, 777, 777, 64, true, DType::bf16},
         {"sale int8 tau 1", sale_tau1, llm, 1, 4, 2, 800, 800, 128, true, DType::bf16},
+        {"sale int4 GQA 2:1 D=96 odd N", sale4, llm, 1, 4, 2, 777, 777, 96, true, DType::bf16},
+        {"sale int8 D=96 non-causal Nq < Nkv fp16", sale8_strict, video, 1, 2, 2, 300, 700, 96, false, DType::f16},
+        {"sale int4 D=256", sale4, llm, 1, 2, 1, 600, 600, 256, true, DType::bf16},
         // 33 key blocks, the last partial: with no local blocks the candidates end with it (keys past Nkv: zeros)
         {"sale no local window, partial last candidate block", sale_no_local, video, 1, 2, 1, 1040, 1040, 128, false,
          DType::bf16},
@@ -372,6 +375,8 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"anchor theta +inf (dense) GQA", anchor_dense, llm, 1, 4, 2, 900, 900, 128, true, DType::bf16},
         {"anchor theta -inf (anchor region only) non-causal", anchor_region, video, 1, 2, 1, 700, 800, 64, false, DType::f16},
         {"anchor theta 0", anchor_zero, llm, 1, 2, 1, 1000, 1000, 64, true, DType::bf16},
+        {"anchor GQA D=96", anchor, llm, 1, 4, 2, 1200, 1200, 96, true, DType::bf16},
+        {"anchor non-causal D=96 fp16", anchor, video, 1, 2, 1, 900, 1100, 96, false, DType::f16},
         {"fgattn video", fg, video, 1, 2, 2, 1000, 1000, 128, false, DType::bf16},
         {"fgattn 16x16 union causal", fg16, llm, 1, 2, 1, 500, 700, 64, true, DType::f16},
         {"fgattn tail-weighted N=48", fg_tail, video, 1, 2, 2, 333, 333, 256, false, DType::bf16},

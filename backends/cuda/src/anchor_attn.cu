@@ -407,6 +407,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
           "shared memory");
     const int mts = m_tiles_ * heads_per_cta_;
     if (p_.head_dim == 64) stripe_launch<T, 64>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
+    else if (p_.head_dim == 96) stripe_launch<T, 96>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
     else stripe_launch<T, 128>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
   }
 
@@ -436,6 +437,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     const dim3 grid(static_cast<unsigned>(g_.groups), static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys),
                     bq * static_cast<unsigned>(hq / s.heads_per_cta));
     if (d == 64) stripe_launch<T, 64>(mts, grid, stream, kr, s, false);
+    else if (d == 96) stripe_launch<T, 96>(mts, grid, stream, kr, s, false);
     else stripe_launch<T, 128>(mts, grid, stream, kr, s, false);
     WriteArgs w{g_, with_region, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
     write_kernel<<<dim3(static_cast<unsigned>(g_.groups), bq * hq), kWriteThreads, 0, stream>>>(w);
@@ -462,7 +464,9 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
 
 std::vector<std::string> anchor_attn_not_supported_reasons(const anchor_attn::Config& c, const Problem& p) {
   std::vector<std::string> why;
-  if (p.head_dim != 64 && p.head_dim != 128) why.push_back("the CUDA AnchorAttention estimator needs head_dim 64 or 128");
+  // 256 would hold 192 registers of query fragments a thread (D/16 k-steps × 3 pieces × 4): not taken.
+  if (p.head_dim != 64 && p.head_dim != 96 && p.head_dim != 128)
+    why.push_back("the CUDA AnchorAttention estimator needs head_dim 64, 96 or 128");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA AnchorAttention estimator needs f16 or bf16 inputs");
   if (c.group_rows() % 64 != 0)
     why.push_back("the CUDA AnchorAttention estimator needs block·step (the group) a multiple of 64 (the executor's query tiles)");

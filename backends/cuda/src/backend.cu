@@ -215,7 +215,9 @@ void state_pass_async(const Problem& p, const TensorView& q, const TensorView& k
   f.state = state;
   const bool bf16 = p.dtype == DType::bf16;
   if (p.head_dim == 64) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80_state<__half, 64>(f, stream);
-  else bf16 ? launch_flash_sm80_state<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80_state<__half, 128>(f, stream);
+  else if (p.head_dim == 96) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 96>(f, stream) : launch_flash_sm80_state<__half, 96>(f, stream);
+  else if (p.head_dim == 128) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80_state<__half, 128>(f, stream);
+  else bf16 ? launch_flash_sm80_state<__nv_bfloat16, 256>(f, stream) : launch_flash_sm80_state<__half, 256>(f, stream);
   check(cudaGetLastError(), "kernel launch");
 }
 

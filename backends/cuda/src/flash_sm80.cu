@@ -373,9 +373,13 @@ void launch_flash_sm80_state(const FlashParams& params, cudaStream_t stream) {
 }
 
 template void launch_flash_sm80_state<__half, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__half, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80_state<__half, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__half, 256>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80_state<__nv_bfloat16, 64>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__nv_bfloat16, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80_state<__nv_bfloat16, 128>(const FlashParams&, cudaStream_t);
+template void launch_flash_sm80_state<__nv_bfloat16, 256>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 64>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 96>(const FlashParams&, cudaStream_t);
 template void launch_flash_sm80<__half, 128>(const FlashParams&, cudaStream_t);

@@ -230,12 +230,15 @@ __global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geome
   }
 }
 
+/// quant_q_kernel's dynamic shared memory: the block's 64 rows as fp32, padded to D + 1.
+constexpr std::size_t quant_q_bytes(int d) { return static_cast<std::size_t>(kBQ * (d + 1)) * sizeof(float); }
+
 /// Step 4: 64-row block blockIdx.x of (batch, query head) blockIdx.y — the sink-local state correction, Q' codes and
 /// scales.
 template <class T, int D>
 __global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geometry g, SaleBuffers w) {
   constexpr int kLd = D + 1;
-  __shared__ float s_q[kBQ * kLd];
+  extern __shared__ float s_q[];  // kBQ × kLd: quant_q_bytes(D), dynamic (D = 256: 64 KB)
   __shared__ float s_amax[kBQ], s_inv[kBQ];
   const int blk = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / g.heads_q, h = bh % g.heads_q;
   const std::int64_t nq = g.seqs.len_q(b), first = static_cast<std::int64_t>(blk) * kBQ;
@@ -434,17 +437,30 @@ template <int kRowBytes, int kLd, int kThreads, int HPC>
 struct SegmentLoads {
   static constexpr int kPieces = kRowBytes / 16, kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
   static constexpr int kRounds = (kChunkKeys + kRowStep - 1) / kRowStep;  // 1 when a pass covers the chunk (int4, D = 64)
-  static_assert(kRowStep % 8 == 0 && (HPC + 1) * kScalePieces <= kThreads);
+  /// Rows whose pieces do not divide the threads (D = 96: 6 pieces, padded rows only): each piece at its own address.
+  static constexpr bool kGeneric = kThreads % kPieces != 0;
+  static_assert((kGeneric || kRowStep % 8 == 0) && (HPC + 1) * kScalePieces <= kThreads);
   const std::int8_t* kc;     ///< the (batch, KV head)'s codes: the source of zero-filled copies
   const std::int8_t* k_src;  ///< the thread's piece of its first row in segment 0's key 0
   const float* sc_src;       ///< the thread's piece of the K scales or of a head's qmk (has_scale_piece)
   std::int64_t nkv;
   std::uint32_t k_dst, sc_dst, sc_buf;  ///< shared addresses in stage 0, and the scale stages' stride
-  int k_row0;
+  std::uint32_t s_k0;  ///< kGeneric: the shared address of stage 0's first row
+  int k_row0, tid;
   bool has_scale_piece;
 
   __device__ __forceinline__ void operator()(std::int64_t s, int buf) const {
     const std::int64_t base = kBK * (1 + kSeg * s);
+    if constexpr (kGeneric) {
+      for (int p = tid; p < kChunkKeys * kPieces; p += kThreads) {
+        const int r = p / kPieces, piece = p % kPieces;
+        const bool ok = base + r < nkv;
+        detail::cp_async16(s_k0 + (buf * kChunkKeys + r) * kLd + piece * 16,
+                           ok ? kc + (base + r) * kRowBytes + piece * 16 : kc, ok ? 16 : 0);
+      }
+      if (has_scale_piece) detail::cp_async16(sc_dst + buf * sc_buf, sc_src + base, 16);
+      return;
+    }
     const std::int8_t* src = k_src + base * kRowBytes;
     const std::uint32_t dst = k_dst + buf * kChunkKeys * kLd;
     if (base + kChunkKeys <= nkv) {  // the whole segment lies in the sequence (always, unless no local blocks follow)
@@ -540,6 +556,8 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
     load.kc = kc;
     load.nkv = nkv;
     load.k_row0 = k_row0;
+    load.tid = tid;
+    load.s_k0 = detail::smem_addr(s_k);
     load.k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
     load.k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
     load.sc_src =
@@ -715,6 +733,17 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   }
 }
 
+/// f(std::integral_constant<int, D>{}) for the head dims the CUDA SALE estimator takes: 64, 96, 128, 256.
+template <class F>
+void with_dim(std::int64_t d, F&& f) {
+  switch (d) {
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 96: return f(std::integral_constant<int, 96>{});
+    case 256: return f(std::integral_constant<int, 256>{});
+    default: return f(std::integral_constant<int, 128>{});
+  }
+}
+
 class SaleEstimatorImpl final : public SaleEstimator {
  public:
   SaleEstimatorImpl(const sale::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv,
@@ -737,7 +766,9 @@ class SaleEstimatorImpl final : public SaleEstimator {
     g_.tau = tau_.ptr;
     hpc_ = heads_per_cta(g_.ratio);
     wgmma_ = p.head_dim == 128 && use_sm90();
-    int4_ = c.bits == 4 && !use_sm90();  // Hopper runs int4 codes as s8 (its s4 mma is emulated)
+    // Hopper runs int4 codes as s8 (its s4 mma is emulated), and so does head_dim 96 (not a whole number of the s4
+    // mma's 64-channel steps): the same codes and products.
+    int4_ = c.bits == 4 && !use_sm90() && p.head_dim % 64 == 0;
     const auto d = static_cast<std::size_t>(p.head_dim);
     const auto bhq = static_cast<std::size_t>(p.batch * p.heads_q), bhk = static_cast<std::size_t>(p.batch * p.heads_kv);
     q_chunks_ = static_cast<int>(std::max<std::int64_t>((p.seqlen_q + kMeanChunk - 1) / kMeanChunk, 1));
@@ -843,13 +874,13 @@ class SaleEstimatorImpl final : public SaleEstimator {
       }
     };
     const auto mma_sync = [&](auto d, auto margins) {
-      if (int4_) pick(d, margins, std::false_type{}, std::true_type{});
-      else pick(d, margins, std::false_type{}, std::false_type{});
+      if constexpr (decltype(d)::value % 64 == 0)  // int4 codes: m16n8k64 steps of 64 channels
+        if (int4_) return pick(d, margins, std::false_type{}, std::true_type{});
+      pick(d, margins, std::false_type{}, std::false_type{});
     };
     const auto by_dim = [&](auto margins) {
-      if (p_.head_dim == 64) mma_sync(std::integral_constant<int, 64>{}, margins);
-      else if (wgmma_) pick(std::integral_constant<int, 128>{}, margins, std::true_type{}, std::false_type{});
-      else mma_sync(std::integral_constant<int, 128>{}, margins);
+      if (wgmma_) pick(std::integral_constant<int, 128>{}, margins, std::true_type{}, std::false_type{});
+      else with_dim(p_.head_dim, [&](auto d) { mma_sync(d, margins); });
     };
     if (margins_.ptr != nullptr) by_dim(std::true_type{});
     else by_dim(std::false_type{});
@@ -862,6 +893,12 @@ class SaleEstimatorImpl final : public SaleEstimator {
           "shared memory");
     with_candidate_kernel([](auto kernel, std::size_t bytes, int) {
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "shared memory");
+    });
+    with_dim(p_.head_dim, [](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      check(cudaFuncSetAttribute(quant_q_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(quant_q_bytes(D))),
+            "shared memory");
     });
   }
 
@@ -894,13 +931,11 @@ class SaleEstimatorImpl final : public SaleEstimator {
                 k_codes_.ptr, k_packed_.ptr,    k_scale_.ptr,   qmk_.ptr,      qmk_abs_max_.ptr,
                 raw_state_.ptr, state_.ptr,     margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
-    if (d == 64) {
-      quant_k_kernel<T, 64><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
-      quant_q_kernel<T, 64><<<dim3(g_.tq, bq * hq), kQuantThreads, 0, stream>>>(qr, g_, w);
-    } else {
-      quant_k_kernel<T, 128><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
-      quant_q_kernel<T, 128><<<dim3(g_.tq, bq * hq), kQuantThreads, 0, stream>>>(qr, g_, w);
-    }
+    with_dim(d, [&](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      quant_k_kernel<T, D><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
+      quant_q_kernel<T, D><<<dim3(g_.tq, bq * hq), kQuantThreads, quant_q_bytes(D), stream>>>(qr, g_, w);
+    });
     const MaskOut out{mask.row_begin(), mask.row_end(), mask.tiles(), /*with_region*/ o == nullptr};
     with_candidate_kernel([&](auto kernel, std::size_t bytes, int hpc) {
       kernel<<<dim3(g_.tq, bq * static_cast<unsigned>(hq / hpc)), 128 * hpc, bytes, stream>>>(g_, w, out);
@@ -932,7 +967,8 @@ class SaleEstimatorImpl final : public SaleEstimator {
 std::vector<std::string> sale_not_supported_reasons(const sale::Config& c, const Problem& p) {
   (void)c;
   std::vector<std::string> why;
-  if (p.head_dim != 64 && p.head_dim != 128) why.push_back("the CUDA SALE estimator needs head_dim 64 or 128");
+  if (p.head_dim != 64 && p.head_dim != 96 && p.head_dim != 128 && p.head_dim != 256)
+    why.push_back("the CUDA SALE estimator needs head_dim 64, 96, 128 or 256");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA SALE estimator needs f16 or bf16 inputs");
   if (p.seqlen_q >= (std::int64_t{1} << 31) - kBQ || p.seqlen_kv >= (std::int64_t{1} << 31) - kChunkKeys)
     why.push_back("the CUDA SALE estimator needs Nq and Nkv below 2^31 - 128 (its block counts are int)");
