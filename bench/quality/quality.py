@@ -58,6 +58,12 @@ FALLBACK = {
     "sparge": [{"topk": 0.5}, {"topk": 0.5, "fallback_sim": 0.4}, {"topk": 0.7, "fallback_sim": 0.4}],
     "sale": [{"tau": 0.2}],
 }
+# The candidates for AnchorAttention's and FG-Attn's defaults (--sweep defaults), beside the current ones.
+DEFAULT_CANDIDATES = {
+    "dense": [{}],
+    "anchor": [{"theta": x} for x in (12.0, 16.0, 20.0, 24.0)],
+    "fgattn": [{"top_p": x} for x in (0.9, 0.99)],
+}
 # calibrate() per layer on a training input (not the held-out one), then the held-out loss with those parameters:
 # SpargeAttn and SALE with their papers' targets, the others against two per-head rel L1 bounds.
 CALIBRATIONS = [("sale", {}), ("sparge", {}), ("fgattn", {"rel_l1": 0.002}), ("fgattn", {"rel_l1": 0.01}),
@@ -259,8 +265,9 @@ def main():
     ap.add_argument("--methods", default=",".join(SWEEPS), help="the methods to sweep (oracle: --oracle)")
     ap.add_argument("--calibrate", action="store_true", help="calibrate() per layer and measure it (CALIBRATIONS)")
     ap.add_argument("--captures", help="write small captures of both models' Q/K/V here (.npz, for the demo)")
-    ap.add_argument("--sweep", choices=("main", "fallback"), default="main",
-                    help="main: SWEEPS (LONG_DIT at the DiT's 32K); fallback: the FALLBACK experiment at every length")
+    ap.add_argument("--sweep", choices=("main", "fallback", "defaults"), default="main",
+                    help="main: SWEEPS (LONG_DIT at the DiT's 32K); fallback: the FALLBACK experiment; defaults: "
+                         "DEFAULT_CANDIDATES (both at every length)")
     ap.add_argument("--deadline", type=float, help="epoch seconds after which no row starts (recorded as skipped)")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -291,7 +298,8 @@ def main():
         return {"shapes": [(32, 32)] if n in oracle_lengths else [], "densities": oracle_densities}
 
     def stage(name, loss_fn, layers, n, calibrated, capture):
-        sweeps = FALLBACK if args.sweep == "fallback" else LONG_DIT if name == "dit-32k" else SWEEPS
+        sweeps = {"fallback": FALLBACK, "defaults": DEFAULT_CANDIDATES}.get(
+            args.sweep, LONG_DIT if name == "dit-32k" else SWEEPS)
         dense = run_model(name, loss_fn, layers, sweeps, calibrated, oracle_at(n), log, results["rows"], deadline)
         if args.time and n == max(lengths):
             time_settings(name, capture(), [r for r in results["rows"] if r["model"] == name], log, deadline,
