@@ -53,7 +53,7 @@ TEST_CASE("every option in every table: a name, a doc, a unique name, a default 
 TEST_CASE("the registry's summaries state the defaults from the tables") {
   const MethodInfo& fg = method_registry()[1];
   REQUIRE(fg.name == "fgattn");
-  CHECK(fg.summary == "FG-Attn: mean-pooled M×N tile scores, top-p (M = 32, N = 32, p = 0.9, size_weighted_tail = false, "
+  CHECK(fg.summary == "FG-Attn: mean-pooled M×N tile scores, top-p (M = 32, N = 32, p = 0.99, size_weighted_tail = false, "
                       "merge = xor, semantics = exact, R·M = 128)");
 }
 

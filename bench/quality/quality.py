@@ -30,8 +30,8 @@ SWEEPS = {
     "dense": [{}],
     "sparge": [{"topk": x} for x in (0.9, 0.5, 0.3, 0.7, 0.8)] + [{"topk": 0.0}],  # topk 0: TopCdf (the paper's τ)
     "sale": [{"tau": x} for x in (0.004, 0.02, 0.05, 0.1, 0.2)],
-    "anchor": [{"theta": x} for x in (12.0, 14.0, 16.0, 20.0, 10.0)],
-    "fgattn": [{"top_p": x} for x in (0.9, 0.95, 0.99, 0.995, 0.999)],
+    "anchor": [{"theta": x} for x in (20.0, 12.0, 14.0, 16.0, 10.0)],
+    "fgattn": [{"top_p": x} for x in (0.99, 0.9, 0.95, 0.995, 0.999)],
     "bfla": [{"gamma": 0.99}, {"keep_ratio": 0.1}, {"keep_ratio": 0.3}, {"keep_ratio": 0.5}, {"n_local": 32},
              {"rho": 0.3}],
 }
@@ -41,8 +41,8 @@ LONG_DIT = {
     "dense": [{}],
     "sparge": [{"topk": 0.9}, {"topk": 0.7}, {"topk": 0.0}],
     "sale": [{"tau": x} for x in (0.004, 0.02, 0.05)],
-    "anchor": [{"theta": 16.0}, {"theta": 20.0}],
-    "fgattn": [{"top_p": x} for x in (0.9, 0.99, 0.995, 0.999)],
+    "anchor": [{"theta": 20.0}, {"theta": 16.0}],
+    "fgattn": [{"top_p": x} for x in (0.99, 0.9, 0.995, 0.999)],
     "bfla": [{"gamma": 0.99}, {"keep_ratio": 0.3}, {"keep_ratio": 0.5}],
 }
 # Issue 41's experiment (--sweep fallback): AnchorAttention and FG-Attn keep every key tile of a query tile whose rows
@@ -58,11 +58,12 @@ FALLBACK = {
     "sparge": [{"topk": 0.5}, {"topk": 0.5, "fallback_sim": 0.4}, {"topk": 0.7, "fallback_sim": 0.4}],
     "sale": [{"tau": 0.2}],
 }
-# The candidates for AnchorAttention's and FG-Attn's defaults (--sweep defaults), beside the current ones.
+# AnchorAttention's and FG-Attn's defaults (--sweep defaults: θ 20 and top-p 0.99 since 2026-11-28) beside the papers'
+# (θ 12, top-p 0.9) and their neighbours.
 DEFAULT_CANDIDATES = {
     "dense": [{}],
-    "anchor": [{"theta": x} for x in (12.0, 16.0, 20.0, 24.0)],
-    "fgattn": [{"top_p": x} for x in (0.9, 0.99)],
+    "anchor": [{"theta": x} for x in (20.0, 12.0, 16.0, 24.0)],
+    "fgattn": [{"top_p": x} for x in (0.99, 0.9)],
 }
 # calibrate() per layer on a training input (not the held-out one), then the held-out loss with those parameters:
 # SpargeAttn and SALE with their papers' targets, the others against two per-head rel L1 bounds.

@@ -284,7 +284,8 @@ TEST_CASE("Plan: estimate → attend captured in a CUDA graph and replayed on ne
   sparge::Config sp;  // 128 × 64 blocks, the authors' top-k 0.5
   sp.topk = 0.5f;
   check_graph_replays(sp, WorkloadKind::llm);
-  fg_attn::Config fg;  // defaults: 32 × 32 tiles (merged items built on the device), top-p 0.9
+  fg_attn::Config fg;  // 32 × 32 tiles (merged items built on the device), the paper's top-p 0.9 (sparser than the default)
+  fg.top_p = 0.9f;
   check_graph_replays(fg, WorkloadKind::video);
   fg.semantics = fg_attn::Semantics::union_keys;  // UNION over the greedy merge-XOR groups, planned on the device
   check_graph_replays(fg, WorkloadKind::video);
@@ -392,6 +393,7 @@ TEST_CASE("Plan on a caller's workspace: no allocation, same bits, graph-captura
   fg_attn::Config fg;  // 16 × 16 tiles, UNION over merge-XOR groups: every FG-Attn buffer (tens of MiB at 16K)
   fg.tile_q = 16;
   fg.tile_k = 16;
+  fg.top_p = 0.9f;  // the paper's (sparser than the default)
   fg.semantics = fg_attn::Semantics::union_keys;
   check_caller_workspace(fg, WorkloadKind::video, 16384, 8);
   check_caller_workspace(sparge::Config{}, WorkloadKind::llm, 4000, 4);

@@ -21,8 +21,13 @@
 // Deviations, with reasons: partial last groups are handled like full ones (the authors fall back to dense
 // for the tail and return zeros when N is a multiple of 2048); GQA reads K/V through the KV head (no copy);
 // non-causal inputs are supported with the window above; Nq < Nkv groups query rows, positioned at the
-// bottom-right diagonal. The reference recomputes the anchor region in the attend pass instead of resuming
-// from the anchor state (same keys, same result up to fp32 summation order).
+// bottom-right diagonal. Default θ 20 (the paper: 12), from quality (bench/results/quality.md, 2026-11-28): in every
+// layer of the trained LM θ 12 cost +6.2 % / +11.5 % held-out loss at 8K / 32K (H100 run 2; +3.8 % / +11.3 % on the
+// H200), θ 20 +1.2 % / +4.9 % (densities 0.83 / 0.70); on the trained DiT at 8K θ 12 cost +5.2 % / +6.1 % (H100
+// run 1; H200), θ 16 +0.13 % and θ 20 +0.001 % (H200; densities 0.985 / 0.995). No θ that leaves the LM's mask
+// sparse holds it within +1 %: its induction heads' rows each need one far key that no pooled query sees
+// (quality.md, "the similarity fallback"). θ = 12 restores the paper. The reference recomputes the anchor region
+// in the attend pass instead of resuming from the anchor state (same keys, same result up to fp32 summation order).
 #pragma once
 
 #include <cstdint>
@@ -38,7 +43,7 @@ namespace spattn::anchor_attn {
 struct Config {
   std::int32_t block = 128;       ///< paper and code: 128
   std::int32_t step = 16;         ///< S = block·step = 2048 rows share a key list
-  float theta = 12.0f;            ///< paper default 12
+  float theta = 20.0f;            ///< the paper: 12 (see the header comment: 12 cost +6 % to +12 % on trained models)
   std::int64_t n_sink = 128;      ///< paper: block 0
   std::int64_t local_lead = 128;  ///< paper: one block
 
