@@ -110,17 +110,25 @@ def spattn_attention(method, fallback_sim=None, **config):
     return attention
 
 
-def low_similarity_tiles(q, mask, threshold, block=128):
-    """[B, Hm, Tq] bool: the query tiles of `mask` whose rows are not self-similar. A 128-row block's similarity is
-    SpargeAttn's (sparge.hpp self_similarity: |mean of the rows' unit vectors|²); a tile's is the mean over the blocks
-    it overlaps; a mask head (Hm < Hq: one per K/V head) is low when any of its query heads is."""
+def block_similarity(q, block=128):
+    """[B, H, ⌈N/block⌉]: each block of `block` rows' similarity, SpargeAttn's (sparge.hpp self_similarity: |mean of
+    the rows' unit vectors|²; the last block's mean over its own rows)."""
     b, hq, n, d = q.shape
     unit = torch.nn.functional.normalize(q.float(), dim=-1)
     blocks = (n + block - 1) // block
     unit = torch.nn.functional.pad(unit, (0, 0, 0, blocks * block - n)).view(b, hq, blocks, block, d)
     rows = torch.full((blocks,), float(block), device=q.device)
     rows[-1] = n - (blocks - 1) * block
-    sim = ((unit.sum(3) / rows[:, None]) ** 2).sum(-1).cpu()  # [B, Hq, blocks]
+    return ((unit.sum(3) / rows[:, None]) ** 2).sum(-1).cpu()
+
+
+def low_similarity_tiles(q, mask, threshold, block=128):
+    """[B, Hm, Tq] bool: the query tiles of `mask` whose rows are not self-similar: a tile's similarity is the mean of
+    block_similarity over the blocks it overlaps; a mask head (Hm < Hq: one per K/V head) is low when any of its query
+    heads is."""
+    b, hq = q.shape[:2]
+    sim = block_similarity(q, block)  # [B, Hq, blocks]
+    blocks = sim.shape[-1]
     tq, tiles = mask.tile_q, mask.num_q_tiles
     tile_sim = torch.stack([sim[:, :, t * tq // block:min(blocks, ((t + 1) * tq - 1) // block + 1)].mean(-1)
                             for t in range(tiles)], -1)  # [B, Hq, Tq]

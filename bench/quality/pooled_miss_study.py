@@ -6,12 +6,16 @@ float64), the largest loss, the share per query head, and where the lost mass li
 keys of the row). Then each query head's SpargeAttn block similarity (|mean of the rows' unit vectors|², 128-row
 blocks; percentiles 0/10/50/90/100), the quantity harness.low_similarity_tiles falls back on, and for the LM the
 rows of its worst head that AnchorAttention θ 20 drops > 30 % of: their heaviest key and its offset."""
+import os
 import sys
 
 import numpy as np
 import torch
 
 import spattn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import block_similarity  # noqa: E402
 
 
 def bf16(a):
@@ -37,11 +41,6 @@ def kept_elements(mask, heads, n):
     return np.repeat(full, heads // full.shape[0], 0)
 
 
-def block_similarity(x, block=128):
-    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    return np.array([(unit[r:r + block].mean(0) ** 2).sum() for r in range(0, len(x), block)])
-
-
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "data/captures.npz"
     prefix = sys.argv[2] if len(sys.argv) > 2 else "lm"
@@ -65,9 +64,10 @@ def main():
               f">30 % {np.mean(drop > 0.3):.4f}, largest {drop.max():.3f}, per head >10 % "
               f"{[round(float(np.mean(drop[h] > 0.1)), 3) for h in range(heads)]}; lost mass in the first 128 keys "
               f"{lost[:, :, :128].sum() / total:.2f}, within 256 of the row {(lost * near).sum() / total:.2f}")
+    sims = block_similarity(torch.from_numpy(q))
     for h in range(heads):
         print(f"{prefix} head {h}: block similarity percentiles 0/10/50/90/100 "
-              f"{np.round(np.percentile(block_similarity(q[0, h]), [0, 10, 50, 90, 100]), 2).tolist()}")
+              f"{np.round(np.percentile(sims[0, h].numpy(), [0, 10, 50, 90, 100]), 2).tolist()}")
     if prefix == "lm":
         kept = kept_elements(spattn.estimate("anchor", q, k, causal=causal, scale=scale, theta=20.0), heads, n)
         drop = 1 - (p * kept).sum(2)

@@ -6,9 +6,10 @@
 #   bash scripts/gpu/quality.sh            (SPATTN_SYSROOT as in scripts/gpu/python.sh)
 # Environment: MODELS (default "lm dit"; "dit" or "lm" trains and measures one model: a session's device time holds
 # one model's full sweep and timings more surely than both), LM_MINUTES (default 4 at 8K, then LM32_MINUTES 1.5 at
-# 32K), DIT_MINUTES (3 at 8 frames, then DIT32_MINUTES 1 at 32 frames), QUALITY_MINUTES (default 21: no quality row starts later than that after the
-# pipeline's start, so the whole run stays inside one session's device time), QUALITY_FLAGS (default "--time
-# --calibrate --captures STATE/captures.npz"), QUALITY_ARGS (extra arguments of quality.py). Comes back in $OUT: quality.json and its log, the pipeline and build logs, captures.npz (the demo's
+# 32K), DIT_MINUTES (3 at 8 frames, then DIT32_MINUTES 1 at 32 frames), QUALITY_MINUTES (default 21: no quality row
+# starts later than that after the pipeline's start, so the whole run stays inside one session's device time),
+# QUALITY_FLAGS (default "--time --calibrate --captures STATE/captures.npz"), QUALITY_ARGS (extra arguments of
+# quality.py). Comes back in $OUT: quality.json and its log, the pipeline and build logs, captures.npz (the demo's
 # Q/K/V captures) and extra.tgz (the training logs and the calibrated parameter files).
 set -uo pipefail
 source "$(dirname "$0")/prelude.sh"
