@@ -1,11 +1,13 @@
 """python3 bench/quality/topcdf_fixed_point_study.py [data/captures.npz]   (NumPy only; CPU, about a minute)
 
-Issue 42, FG-Attn's select step: TopCdf sorts each row because its fp32 prefix sums depend on the order. With the
-weights as exact fixed-point integers (W = round(w · 2^40), w = 2^(x − max) ≤ 1) every summation order gives the same
-sums, and the cut — the smallest prefix, in (weight desc, index asc) order, whose sum reaches τ of the row's — can be
-found by a radix select without a sort. This counts how many decisions that rule changes against today's
-(core/include/spattn/topcdf.hpp: fp32 sequential prefix sums, limit τ·Z in fp32, crossing included) on FG-Attn's
-tile logits of the committed captures of the trained models and of random logit rows, at top-p 0.9 / 0.99 / 0.999.
+Issue 42, FG-Attn's select step: TopCdf sorted each row because its fp32 prefix sums depended on the order. With
+the weights as exact fixed-point integers (core/include/spattn/topcdf.hpp since 2026-11-28: W = ⌊w · 2^(40−e)⌋, e the
+exponent of the row's largest weight — 2^40 for FG-Attn's w = 2^(x − max) ≤ 1) every summation order gives the same
+sums, and the cut — the smallest prefix, in (weight desc, index asc) order, whose sum reaches τ of the row's — is
+found by a radix select without a sort (backends/cuda: detail::top_cdf_select). This counts how many decisions the
+fixed-point rule changes against the earlier one (fp32 sequential prefix sums, limit τ·Z in fp32, crossing
+included) on FG-Attn's tile logits of the committed captures of the trained models and of random logit rows, at
+top-p 0.9 / 0.99 / 0.999.
 
 The logits here are FG-Attn's (mean-pooled 32 × 32 tiles, scaled, base 2) computed by NumPy in fp32, not the
 reference's bits; both rules read the same logits, so the count is the rules' difference alone. Limit of the
@@ -18,7 +20,7 @@ K = 40  # fraction bits of a weight; a row of up to 2^23 entries sums below 2^63
 
 
 def old_keep(w, tau):
-    """topcdf.hpp's top_cdf_count with the crossing included (FG-Attn, BFLA): the number kept."""
+    """The earlier top_cdf_count with the crossing included (FG-Attn, BFLA): the number kept."""
     order = np.lexsort((np.arange(len(w)), -w))
     s = w[order]
     c = np.float32(0)
@@ -34,10 +36,11 @@ def old_keep(w, tau):
 
 
 def new_keep(w, tau):
-    """The fixed-point rule: W = round(w·2^K) (exact integers), the smallest prefix with 2^24·ΣW_prefix ≥ T·ΣW, where
-    T = τ·2^24 (exact for an fp32 τ in [2^-24, 1))."""
+    """The fixed-point rule (topcdf.hpp): W = ⌊w·2^(K+1−e')⌋ with max = f·2^e', f in [0.5, 1) (exact integers), the
+    smallest prefix with 2^24·ΣW_prefix ≥ T·ΣW, where T = τ·2^24 (exact for an fp32 τ in [2^-24, 1))."""
     order = np.lexsort((np.arange(len(w)), -w))
-    weights = [int(round(float(v) * (1 << K))) for v in w[order]]
+    scale = K + 1 - int(np.frexp(float(w.max()))[1])
+    weights = [int(np.floor(np.ldexp(float(v), scale))) for v in w[order]]
     total = sum(weights)
     t_fixed = int(np.float32(tau) * (1 << 24))  # exact: fp32 τ has 24 significant bits
     c = 0

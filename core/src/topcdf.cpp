@@ -9,14 +9,14 @@ namespace spattn {
 
 int top_cdf(const float* p, const std::uint8_t* valid, int n, const TopCdfParams& params, std::uint8_t* keep,
             std::vector<int>& order) {
-  require(n >= 0, "top_cdf: n must be >= 0, got ", n);
+  require(n >= 0 && n <= kTopCdfMaxEntries, "top_cdf: n must be in [0, ", kTopCdfMaxEntries, "], got ", n);
   require(params.min_keep >= 0, "top_cdf: min_keep must be >= 0, got ", params.min_keep);
   require(!std::isnan(params.tau), "top_cdf: tau is NaN");
   order.clear();
   for (int i = 0; i < n; ++i) {
     keep[i] = 0;
     if (valid != nullptr && valid[i] == 0) continue;
-    require(!std::isnan(p[i]), "top_cdf: entry ", i, " is NaN");
+    require(std::isfinite(p[i]) && p[i] >= 0.0f, "top_cdf: entry ", i, " is ", p[i], " (entries are finite and >= 0)");
     order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [p](int a, int b) { return selection_before(p[a], a, p[b], b); });

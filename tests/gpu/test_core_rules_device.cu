@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -134,12 +135,12 @@ __global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float t
                             std::uint64_t* out, int* cut) {
   extern __shared__ std::uint64_t keys[];
   __shared__ int c;
-  float* sorted = reinterpret_cast<float*>(keys + n);
+  __shared__ unsigned long long total;
   for (int i = threadIdx.x; i < n; i += blockDim.x) keys[i] = in[i];
   if (bitonic) {
     cuda::detail::block_sort(keys, n);
   } else {
-    const int kept = cuda::detail::top_cdf_sorted<kThreads, kItems>(keys, n, n_valid, tau, 1, crossing, sorted, &c);
+    const int kept = cuda::detail::top_cdf_sorted<kThreads, kItems>(keys, n, n_valid, tau, 1, crossing, &total, &c);
     if (threadIdx.x == 0) *cut = kept;
   }
   for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = keys[i];
@@ -184,7 +185,7 @@ TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every 
         cudaMemcpy(din, keys.data(), keys.size() * 8, cudaMemcpyHostToDevice);
         cudaMemset(dout, 0xaa, keys.size() * 8);
         cudaMemset(dcut, 0xff, sizeof(int));
-        const std::size_t smem = static_cast<std::size_t>(n) * 12;
+        const std::size_t smem = static_cast<std::size_t>(n) * 8;
         if (threads == 128)
           cuda::detail::with_sort_items<128>(n, [&](auto items) {
             sort_kernel<128, items()><<<1, 128, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
@@ -214,5 +215,66 @@ TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every 
   MESSAGE("device sorts: " << cases << " cases, n = 1 … 16384");
 }
 
+
+/// detail::top_cdf_select (the radix select without a sort) over n weights' bits, one block of kThreads.
+template <int kThreads>
+__global__ void select_kernel(const std::uint32_t* bits, int n, float tau, bool crossing, std::uint8_t* keep) {
+  extern __shared__ std::uint32_t row[];
+  __shared__ cuda::detail::TopCdfSelectShared shared;
+  __shared__ int scan[kThreads];
+  auto* mine = reinterpret_cast<std::uint8_t*>(row + n);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = bits[i], mine[i] = 0xaa;
+  __syncthreads();
+  cuda::detail::top_cdf_select(row, n, tau, crossing, mine, shared, scan);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) keep[i] = mine[i];
+}
+
+TEST_CASE("device radix-select TopCdf keeps top_cdf's entries (ties, zeros, subnormals, both crossing modes)") {
+  constexpr int kMax = 20000;
+  std::uint32_t* dbits;
+  std::uint8_t* dkeep;
+  REQUIRE(cudaMalloc(&dbits, kMax * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dkeep, kMax) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(select_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 5) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(select_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 5) == cudaSuccess);
+  int cases = 0, rows_cut = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int n = trial < 40 ? 1 + trial : static_cast<int>(uniform(1, trial % 50 == 0 ? kMax : 5000));
+    const int kind = trial % 6;  // FG-Attn-like 2^(x − max); coarse ties; zeros; one dominant; subnormal; equal
+    std::vector<float> w(static_cast<std::size_t>(n));
+    for (auto& v : w)
+      v = kind == 0   ? std::exp2(static_cast<float>(uniform(-30, 0)))
+          : kind == 1 ? static_cast<float>(std::floor(uniform(0, 5))) / 4.0f
+          : kind == 2 ? (uniform(0, 1) < 0.4 ? 0.0f : static_cast<float>(uniform(0, 1)))
+          : kind == 3 ? (uniform(0, 1) < 0.02 ? 1.0f : static_cast<float>(uniform(0, 1e-9)))
+          : kind == 4 ? static_cast<float>(uniform(0, 1)) * 1e-41f
+                      : 0.5f;
+    std::vector<std::uint32_t> bits(w.size());
+    for (std::size_t j = 0; j < w.size(); ++j) bits[j] = float_to_bits(w[j]);
+    cudaMemcpy(dbits, bits.data(), bits.size() * 4, cudaMemcpyHostToDevice);
+    for (const float tau : {static_cast<float>(uniform(0, 1)), 0.9f, 0.99f, 0.0f, 1.0f})
+      for (const bool crossing : {true, false}) {
+        CAPTURE(n);
+        CAPTURE(kind);
+        CAPTURE(tau);
+        CAPTURE(crossing);
+        cudaMemset(dkeep, 0x77, static_cast<std::size_t>(n));
+        if (trial % 2 == 0) select_kernel<128><<<1, 128, static_cast<std::size_t>(n) * 5>>>(dbits, n, tau, crossing, dkeep);
+        else select_kernel<256><<<1, 256, static_cast<std::size_t>(n) * 5>>>(dbits, n, tau, crossing, dkeep);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        std::vector<std::uint8_t> got(static_cast<std::size_t>(n)), want(static_cast<std::size_t>(n));
+        cudaMemcpy(got.data(), dkeep, got.size(), cudaMemcpyDeviceToHost);
+        std::vector<int> order;
+        const int kept = top_cdf(w.data(), nullptr, n, {tau, 1, crossing}, want.data(), order);
+        rows_cut += kept < n ? 1 : 0;
+        REQUIRE(got == want);
+        ++cases;
+      }
+  }
+  cudaFree(dbits);
+  cudaFree(dkeep);
+  MESSAGE("device radix select: " << cases << " rows (" << rows_cut << " cut below n), n = 1 … " << kMax);
+  CHECK(rows_cut > cases / 3);
+}
 }  // namespace
 }  // namespace spattn::test

@@ -176,7 +176,7 @@ struct SelectArgs {
 };
 
 std::size_t select_bytes(int keys, std::int64_t tk) {
-  return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + 3 * sizeof(float) + 1) + static_cast<std::size_t>(tk);
+  return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + 2 * sizeof(float) + 1) + static_cast<std::size_t>(tk);
 }
 
 /// The mask rows of query block blockIdx.x of (batch, mask head) blockIdx.y (reference/src/bfla.cpp's steps, in its
@@ -189,12 +189,12 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   __shared__ int scan[kSelectThreads];
   __shared__ int cut;
   __shared__ float z;
+  __shared__ unsigned long long total;
   const int n = a.sort_keys;
   std::uint64_t* keys = dyn;                                   // n
   float* x = reinterpret_cast<float*>(keys + n);               // n: block scores (base 2)
   float* prob = x + n;                                         // n: selection weights
-  float* sorted = prob + n;                                    // n: weights in selection order
-  auto* keep = reinterpret_cast<std::uint8_t*>(sorted + n);    // n: the coarse row
+  auto* keep = reinterpret_cast<std::uint8_t*>(prob + n);      // n: the coarse row
   std::uint8_t* fine = keep + n;                               // tk: one executor row
   const int i = static_cast<int>(blockIdx.x), bm = static_cast<int>(blockIdx.y);
   const int b = bm / a.mask_heads, mh = bm % a.mask_heads, group_size = a.heads_q / a.heads_kv;
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included
       for (int j = threadIdx.x; j < n; j += blockDim.x)
         keys[j] = j < reach ? detail::selection_key(prob[j], j) : detail::kNoKey;
-      const int kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, n, reach, a.gamma, 1, true, sorted, &cut);
+      const int kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, n, reach, a.gamma, 1, true, &total, &cut);
       for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
       __syncthreads();
     }

@@ -1,13 +1,13 @@
 // FG-Attn's estimator on the GPU (research/fgattn.md §2; the rules: spattn/methods/fg_attn.hpp), with the
 // reference's bits: tile means in pooling.hpp's order, pooled logits by fg_attn::pooled_logit (the core's sequential
-// fma chain), the tail weight, exp2_det weights and top_cdf_count on the sorted row; this file is compiled with
+// fma chain), the tail weight, exp2_det weights and TopCdf's exact fixed-point cut; this file is compiled with
 // --fmad=false. Three kernels, all on the caller's stream:
 //   1. pool (twice): the mean of every M-row query tile and N-row key tile (one CTA per tile, one thread per column);
 //   2. logits: one CTA per 32 query tiles of a (batch, query head); key-tile means staged 128 at a time in shared
 //      memory, each thread 4 × 4 sequential dot products per stage in lockstep (dot_sequential_block: the same bits);
 //      the logits of the reachable tiles to a workspace;
 //   3. select: one CTA per (batch, query head, query tile): the finite check and row max, the dense fallback, the
-//      selection order as a bitonic sort of (weight, index) keys and TopCdf with the crossing tile included; the kept
+//      TopCdf with the crossing tile included by a radix select (detail::top_cdf_select: no sort of the row); the kept
 //      tiles are written ascending into the row's slot of the DeviceTileMask, whose build_work_order() then merges
 //      16/32-row tiles into the executor's 64-row items on the device.
 //   4. UNION semantics only (fg_attn::effective_mask): the merge plan's groups — consecutive, or the greedy merge-XOR
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(LogitArgs a) {
 
 struct SelectArgs {
   Seqs seqs;
-  int heads_q, tile_q, tile_k, tq, tk, sort_keys;
+  int heads_q, tile_q, tile_k, tq, tk;
   float top_p;
   const float* logits;
   const std::int64_t* row_begin;
@@ -116,16 +116,13 @@ struct SelectArgs {
   std::int32_t* tiles;
 };
 
-template <int kItems>  // the sort's keys per thread (detail::sort_items), 0: block_sort
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
-  extern __shared__ std::uint64_t dyn[];
+  extern __shared__ std::uint32_t weight_bits[];  // tk: the row's selection weights (float bits)
+  __shared__ detail::TopCdfSelectShared select;
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
   __shared__ int scan[kSelectThreads];
-  __shared__ int cut;
-  std::uint64_t* keys = dyn;                                    // sort_keys
-  float* sorted = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys
-  auto* keep = reinterpret_cast<std::uint8_t*>(sorted + a.sort_keys);
+  auto* keep = reinterpret_cast<std::uint8_t*>(weight_bits + a.tk);  // tk
   const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / a.heads_q;
   const std::int64_t row = static_cast<std::int64_t>(bh) * a.tq + i, slot = a.row_begin[row];
   const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
@@ -146,12 +143,9 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (fg_attn::keep_all_tiles(finite != 0, a.top_p)) {  // dense fallback (NaN/Inf inputs) or p >= 1
     for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] = 1;
   } else {
-    for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x) {
-      keys[j] = j < reach ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
-      if (j < reach) keep[j] = 0;
-    }
-    const int kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, a.sort_keys, reach, a.top_p, 1, true, sorted, &cut);
-    for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
+    for (int j = threadIdx.x; j < reach; j += blockDim.x) weight_bits[j] = float_to_bits(selection_weight(x[j], m));
+    __syncthreads();
+    detail::top_cdf_select(weight_bits, reach, a.top_p, true, keep, select, scan);
   }
   __syncthreads();
   const int count = detail::write_kept(keep, reach, a.tiles + slot, scan);
@@ -300,7 +294,7 @@ __global__ void union_rows_kernel(Seqs seqs, int heads, int tile_q, int tile_k, 
 std::size_t logits_bytes(std::int64_t d) {
   return static_cast<std::size_t>(kRowsPerCta * d + kKeysPerStage * (d + 1)) * sizeof(float);
 }
-std::size_t select_bytes(int keys) { return static_cast<std::size_t>(keys) * (sizeof(std::uint64_t) + sizeof(float) + 1); }
+std::size_t select_bytes(std::int64_t tk) { return static_cast<std::size_t>(tk) * (sizeof(std::uint32_t) + 1); }
 
 class FgAttnEstimator final : public DeviceEstimator {
  public:
@@ -311,7 +305,6 @@ class FgAttnEstimator final : public DeviceEstimator {
     q_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * d));
     k_mean_.allocate(static_cast<std::size_t>(p.batch * p.heads_kv * tk * d));
     logits_.allocate(static_cast<std::size_t>(p.batch * p.heads_q * tq * tk));
-    sort_keys_ = detail::pow2_at_least(std::max<std::int64_t>(tk, 1));
     if (c.semantics == fg_attn::Semantics::union_keys && c.merge != fg_attn::Merge::none) {
       group_rows_ = c.work_rows / c.tile_q;
       if (c.merge == fg_attn::Merge::xor_greedy) {
@@ -344,11 +337,9 @@ class FgAttnEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(logits_bytes(p_.head_dim))),
           "shared memory");
-    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
-      check(cudaFuncSetAttribute(select_kernel<items()>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(select_bytes(sort_keys_))),
-            "shared memory");
-    });
+    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(select_bytes(shape_.num_k_tiles()))),
+          "shared memory");
     if (words_ > 0)
       check(cudaFuncSetAttribute(xor_groups_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(xor_groups_bytes(shape_.num_q_tiles()))),
@@ -390,15 +381,12 @@ class FgAttnEstimator final : public DeviceEstimator {
     s.tile_k = c_.tile_k;
     s.tq = tq;
     s.tk = tk;
-    s.sort_keys = sort_keys_;
     s.top_p = c_.top_p;
     s.logits = logits_.ptr;
     s.row_begin = mask.row_begin();
     s.row_end = mask.row_end();
     s.tiles = mask.tiles();
-    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
-      select_kernel<items()><<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_), stream>>>(s);
-    });
+    select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(tk), stream>>>(s);
     if (group_rows_ > 0) {  // UNION: every member of a group gets the group's union
       if (words_ > 0) {
         bits_kernel<<<dim3(tq, bq * hq), 128, static_cast<std::size_t>(words_) * 8, stream>>>(
@@ -420,7 +408,6 @@ class FgAttnEstimator final : public DeviceEstimator {
   Problem p_;
   MaskShape shape_;
   Seqs seqs_;
-  int sort_keys_ = 1;
   int group_rows_ = 0;  ///< R of a UNION plan that merges (0: the mask is the rows' own tiles)
   int words_ = 0;       ///< bitset words per row of a merge-XOR plan (0: none)
   DeviceArray<float> q_mean_, k_mean_, logits_;

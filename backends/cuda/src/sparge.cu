@@ -57,8 +57,9 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   __shared__ int iscratch[32];
   __shared__ int scan[kSelectThreads];
   __shared__ int cut;
+  __shared__ unsigned long long total;
   std::uint64_t* keys = dyn;                                // sort_keys
-  float* x = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys: scores, then sorted weights
+  float* x = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys: scores
   float* qm = x + a.sort_keys;                              // d
   auto* keep = reinterpret_cast<std::uint8_t*>(qm + a.d);   // sort_keys
   const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y);
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
       const std::int64_t kk = sparge::topk_count(a.topk, reach);
       kept = static_cast<int>(kk < candidates ? kk : candidates);
     } else {
-      kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, a.sort_keys, candidates, a.tau[h], 1, false, x, &cut);
+      kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, a.sort_keys, candidates, a.tau[h], 1, false, &total, &cut);
     }
     for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
   } else if (candidates > 0) {  // non-finite pooled scores: the row keeps every block

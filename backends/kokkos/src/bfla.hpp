@@ -186,7 +186,7 @@ struct BflaBlockRule {
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) { sorted[r] = selection_key_weight(keys[r]); });
         team.team_barrier();
         Kokkos::single(Kokkos::PerTeam(team), [&]() {
-          *cut = top_cdf_count_in_place(sorted, static_cast<int>(reach), c.gamma, 1, true);
+          *cut = top_cdf_count(sorted, static_cast<int>(reach), c.gamma, 1, true);
         });
         team.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, *cut), [&](std::int64_t r) { keep[selection_key_index(keys[r])] = 1; });

@@ -98,7 +98,7 @@ struct FgSelect {
                          [&](std::int64_t j) { return selection_key(selection_weight(prob[j], m), static_cast<int>(j)); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) { prob[r] = selection_key_weight(keys[r]); });
     team.team_barrier();
-    Kokkos::single(Kokkos::PerTeam(team), [&]() { *cut = top_cdf_count_in_place(prob, static_cast<int>(reach), top_p, 1, true); });
+    Kokkos::single(Kokkos::PerTeam(team), [&]() { *cut = top_cdf_count(prob, static_cast<int>(reach), top_p, 1, true); });
     team.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, reach), [&](std::int64_t r) {
       out[selection_key_index(keys[r])] = r < *cut ? 1 : 0;

@@ -100,7 +100,7 @@ struct SpargeSelect {
           const std::int64_t kk = sparge::topk_count(topk, reach);
           *cut = static_cast<int>(kk < n_valid ? kk : n_valid);
         } else {
-          *cut = top_cdf_count_in_place(prob, n_valid, tau[h], 1, false);
+          *cut = top_cdf_count(prob, n_valid, tau[h], 1, false);
         }
       });
       team.team_barrier();

@@ -48,11 +48,4 @@ KOKKOS_INLINE_FUNCTION void team_selection_order(const Member& team, std::uint64
   team_sort(team, keys, len);
 }
 
-/// top_cdf_count over n weights in selection order, for a caller that may overwrite them (one thread of a team): the
-/// sums once, in place (top_cdf_prefix), then a binary search (top_cdf_cut), the same result bit for bit.
-KOKKOS_INLINE_FUNCTION int top_cdf_count_in_place(float* sorted, int n, float tau, int min_keep, bool include_crossing) {
-  top_cdf_prefix(sorted, n);
-  return top_cdf_cut(sorted, n, tau, min_keep, include_crossing);
-}
-
 }  // namespace spattn::kokkos::detail
