@@ -216,17 +216,32 @@ TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every 
 }
 
 
-/// detail::top_cdf_select (the radix select without a sort) over n weights' bits, one block of kThreads.
+/// detail::top_cdf_select (the radix select without a sort) over n weights' bits, one block of kThreads: keep[j] = 1
+/// for the entries it emits (order checked: ascending, at = 0, 1, …), their count in keep[n].
 template <int kThreads>
 __global__ void select_kernel(const std::uint32_t* bits, int n, float tau, bool crossing, std::uint8_t* keep) {
   extern __shared__ std::uint32_t row[];
-  __shared__ cuda::detail::TopCdfSelectShared shared;
-  __shared__ int scan[kThreads];
-  auto* mine = reinterpret_cast<std::uint8_t*>(row + n);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = bits[i], mine[i] = 0xaa;
+  __shared__ cuda::detail::TopCdfSelectShared<kThreads> shared;
+  __shared__ std::uint32_t reduce[32];
+  __shared__ int order_ok;
+  std::uint32_t max_bits = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = bits[i], max_bits = bits[i] > max_bits ? bits[i] : max_bits;
+  if (threadIdx.x == 0) order_ok = 1;
+  max_bits = cuda::detail::block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; }, reduce);
+  int* at_of = reinterpret_cast<int*>(row + n);  // the emit position of each entry, −1: not emitted
+  for (int i = threadIdx.x; i < n; i += blockDim.x) at_of[i] = -1;
   __syncthreads();
-  cuda::detail::top_cdf_select(row, n, tau, crossing, mine, shared, scan);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) keep[i] = mine[i];
+  const int count = cuda::detail::top_cdf_select(row, n, max_bits, tau, crossing, shared, [&](int at, int j) { at_of[j] = at; });
+  __syncthreads();
+  if (threadIdx.x == 0) {  // emitted positions 0 … count − 1, ascending with j
+    int next = 0;
+    for (int j = 0; j < n; ++j)
+      if (at_of[j] >= 0 && at_of[j] != next++) order_ok = 0;
+    if (next != count) order_ok = 0;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) keep[i] = at_of[i] >= 0 ? 1 : 0;
+  if (threadIdx.x == 0) keep[n] = order_ok ? 1 : 0;
 }
 
 TEST_CASE("device radix-select TopCdf keeps top_cdf's entries (ties, zeros, subnormals, both crossing modes)") {
@@ -234,9 +249,9 @@ TEST_CASE("device radix-select TopCdf keeps top_cdf's entries (ties, zeros, subn
   std::uint32_t* dbits;
   std::uint8_t* dkeep;
   REQUIRE(cudaMalloc(&dbits, kMax * 4) == cudaSuccess);
-  REQUIRE(cudaMalloc(&dkeep, kMax) == cudaSuccess);
-  REQUIRE(cudaFuncSetAttribute(select_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 5) == cudaSuccess);
-  REQUIRE(cudaFuncSetAttribute(select_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 5) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dkeep, kMax + 1) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(select_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 8) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(select_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 8) == cudaSuccess);
   int cases = 0, rows_cut = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const int n = trial < 40 ? 1 + trial : static_cast<int>(uniform(1, trial % 50 == 0 ? kMax : 5000));
@@ -258,12 +273,14 @@ TEST_CASE("device radix-select TopCdf keeps top_cdf's entries (ties, zeros, subn
         CAPTURE(kind);
         CAPTURE(tau);
         CAPTURE(crossing);
-        cudaMemset(dkeep, 0x77, static_cast<std::size_t>(n));
-        if (trial % 2 == 0) select_kernel<128><<<1, 128, static_cast<std::size_t>(n) * 5>>>(dbits, n, tau, crossing, dkeep);
-        else select_kernel<256><<<1, 256, static_cast<std::size_t>(n) * 5>>>(dbits, n, tau, crossing, dkeep);
+        cudaMemset(dkeep, 0x77, static_cast<std::size_t>(n) + 1);
+        if (trial % 2 == 0) select_kernel<128><<<1, 128, static_cast<std::size_t>(n) * 8>>>(dbits, n, tau, crossing, dkeep);
+        else select_kernel<256><<<1, 256, static_cast<std::size_t>(n) * 8>>>(dbits, n, tau, crossing, dkeep);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        std::vector<std::uint8_t> got(static_cast<std::size_t>(n)), want(static_cast<std::size_t>(n));
+        std::vector<std::uint8_t> got(static_cast<std::size_t>(n) + 1), want(static_cast<std::size_t>(n));
         cudaMemcpy(got.data(), dkeep, got.size(), cudaMemcpyDeviceToHost);
+        CHECK(got.back() == 1);  // emitted in ascending order, as many as returned
+        got.pop_back();
         std::vector<int> order;
         const int kept = top_cdf(w.data(), nullptr, n, {tau, 1, crossing}, want.data(), order);
         rows_cut += kept < n ? 1 : 0;

@@ -285,111 +285,122 @@ __device__ int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau
   return c;
 }
 
-/// Shared memory of top_cdf_select.
+/// Shared memory of top_cdf_select for blocks of kThreads threads.
+template <int kThreads>
 struct TopCdfSelectShared {
-  unsigned long long bucket[256];  ///< a radix pass's weight per digit
-  unsigned long long total, remaining;
-  std::uint32_t reduce[32], prefix;
+  unsigned long long bucket[256];     ///< a radix pass's weight per digit
+  unsigned long long scan[kThreads];  ///< per thread: kept entries above the cut (high word), equal to it (low word)
+  unsigned long long remaining;
+  std::uint32_t prefix;
+  int state;  ///< after the first pass: 0 every entry kept, 1 the first entry reaches the target, 2 search on
 };
 
-/// TopCdf (topcdf.hpp, steps 2-6 with min_keep 1) by a radix select, without sorting: bits[0, n) are the float bits of
-/// n weights >= +0 (finite, in index order; their bits order like their values). Writes keep[j] = 1 for the kept
-/// entries, 0 for the others; every thread of the block calls it, `scan` holds blockDim.x ints. The exact fixed-point
-/// sums do not depend on order, so the cut is found as the entry at the first position (in the selection order) whose
-/// prefix reaches top_cdf_target: four passes over the weights' bits, 8 bits each from the top, each summing the
-/// weights of the entries that match the bits found so far per next digit; the cut entry's bits w* and how far into
-/// the run of entries equal to w* the target falls (ties go to the lower index). Kept: every entry above w* and the
-/// first of those equal to w* by index.
-__device__ inline void top_cdf_select(const std::uint32_t* bits, int n, float tau, bool include_crossing,
-                                      std::uint8_t* keep, TopCdfSelectShared& s, int* scan) {
-  if (n <= 0) return;
-  std::uint32_t max_bits = 0;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) max_bits = bits[j] > max_bits ? bits[j] : max_bits;
-  max_bits = block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; }, s.reduce);
+/// TopCdf (topcdf.hpp, steps 2-6 with min_keep 1) by a radix select, without sorting, in a block of kThreads
+/// threads: bits[0, n) are the float bits of n weights >= +0 (finite, in index order; their bits order like their
+/// values), max_bits the largest of them. Calls emit(at, j) for the kept entries j, at = 0, 1, … in ascending j, and
+/// returns (to every thread) how many. The exact fixed-point sums do not depend on order, so the cut is the entry at
+/// the first position (in the selection order) whose prefix reaches top_cdf_target: four passes over the weights'
+/// bits, 8 bits each from the top, each summing per next digit the weights of the entries that match the bits found
+/// so far (the first pass also gives Z); then the cut entry's bits w* and how far into the run of entries equal to
+/// w* the target falls (ties go to the lower index). Kept: every entry above w* and the first of those equal to it.
+template <int kThreads, class Emit>
+__device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t max_bits, float tau, bool include_crossing,
+                              TopCdfSelectShared<kThreads>& s, Emit emit) {
+  if (n <= 0) return 0;
   const int scale = top_cdf_scale(bits_to_float(max_bits));
   const auto weight = [scale](std::uint32_t b) { return top_cdf_weight(bits_to_float(b), scale); };
-  if (threadIdx.x == 0) s.total = 0;
-  __syncthreads();
-  unsigned long long mine = 0;
-  for (int j = threadIdx.x; j < n; j += blockDim.x) mine += weight(bits[j]);
-  atomicAdd(&s.total, mine);
-  __syncthreads();
-  const std::uint64_t total = s.total;
-  // The kept entries: those above cut_bits and the first keep_equal of those equal to it (in index order).
-  std::uint32_t cut_bits = 0;
-  int keep_equal = n;  // every entry (τ >= 1, or no prefix reaches the target)
-  const std::uint64_t target = tau >= 1.0f ? total + 1 : top_cdf_target(tau, total, include_crossing);
-  if (target <= total) {
-    std::uint64_t position = 1;  // of the cut entry among those equal to it (1-based); target 0: the first entry
-    cut_bits = max_bits;
-    if (target > 0) {
-      std::uint32_t prefix = 0, mask = 0;
-      std::uint64_t remaining = target;  // > 0 and <= the weight of the entries matching prefix
-      for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int d = threadIdx.x; d < 256; d += blockDim.x) s.bucket[d] = 0;
-        __syncthreads();
-        for (int j = threadIdx.x; j < n; j += blockDim.x) {
-          const std::uint32_t b = bits[j];
-          if ((b & mask) != prefix) continue;
-          const std::uint64_t w = weight(b);
-          if (w != 0) atomicAdd(&s.bucket[(b >> shift) & 255u], static_cast<unsigned long long>(w));
-        }
-        __syncthreads();
-        if (threadIdx.x < 32) {  // lane l: digits 255 − 8l down to 248 − 8l, the selection order's way
-          const int lane = static_cast<int>(threadIdx.x);
-          std::uint64_t sum = 0;
-          for (int k = 0; k < 8; ++k) sum += s.bucket[255 - 8 * lane - k];
-          std::uint64_t inclusive = sum;
-          for (int o = 1; o < 32; o <<= 1) {
-            const std::uint64_t up = __shfl_up_sync(0xffffffffu, inclusive, o);
-            if (lane >= o) inclusive += up;
-          }
-          const unsigned reached = __ballot_sync(0xffffffffu, inclusive >= remaining);
-          if (lane == __ffs(reached) - 1) {  // the first lane whose digits reach the remaining weight
-            std::uint64_t c = inclusive - sum;
-            for (int k = 0; k < 8; ++k) {
-              const int digit = 255 - 8 * lane - k;
-              if (c + s.bucket[digit] >= remaining) {
-                s.prefix = prefix | (static_cast<std::uint32_t>(digit) << shift);
-                s.remaining = remaining - c;
-                break;
-              }
-              c += s.bucket[digit];
-            }
-          }
-        }
-        __syncthreads();
-        prefix = s.prefix;
-        remaining = s.remaining;
-        mask |= 255u << shift;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  // The first digit's weights give Z; warp 0 reads the target and where it falls.
+  std::uint32_t prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int d = threadIdx.x; d < 256; d += kThreads) s.bucket[d] = 0;
+    __syncthreads();
+    for (int j = threadIdx.x; j < n; j += kThreads) {
+      const std::uint32_t b = bits[j];
+      if ((b & mask) != prefix) continue;
+      const std::uint64_t w = weight(b);
+      if (w != 0) atomicAdd(&s.bucket[(b >> shift) & 255u], static_cast<unsigned long long>(w));
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {  // lane l: digits 255 − 8l down to 248 − 8l, the selection order's way
+      std::uint64_t sum = 0;
+      for (int k = 0; k < 8; ++k) sum += s.bucket[255 - 8 * lane - k];
+      std::uint64_t inclusive = sum;
+      for (int o = 1; o < 32; o <<= 1) {
+        const std::uint64_t up = __shfl_up_sync(0xffffffffu, inclusive, o);
+        if (lane >= o) inclusive += up;
       }
+      std::uint64_t remaining = s.remaining;
+      if (shift == 24) {  // Z, the target, and whether a search is needed
+        const std::uint64_t total = __shfl_sync(0xffffffffu, inclusive, 31);
+        remaining = tau >= 1.0f ? total + 1 : top_cdf_target(tau, total, include_crossing);
+        if (lane == 0) s.state = remaining > total ? 0 : remaining == 0 ? 1 : 2;
+      }
+      if (remaining > 0 && remaining <= __shfl_sync(0xffffffffu, inclusive, 31)) {
+        const unsigned reached = __ballot_sync(0xffffffffu, inclusive >= remaining);
+        if (lane == __ffs(reached) - 1) {  // the first lane whose digits reach the remaining weight
+          std::uint64_t c = inclusive - sum;
+          for (int k = 0; k < 8; ++k) {
+            const int digit = 255 - 8 * lane - k;
+            if (c + s.bucket[digit] >= remaining) {
+              s.prefix = prefix | (static_cast<std::uint32_t>(digit) << shift);
+              s.remaining = remaining - c;
+              break;
+            }
+            c += s.bucket[digit];
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (s.state != 2) break;  // every entry, or the first: no search
+    prefix = s.prefix;
+    mask |= 255u << shift;
+  }
+  // The kept entries: those above cut_bits and the first keep_equal of those equal to it (in index order).
+  const int state = s.state;
+  std::uint32_t cut_bits = 0;
+  int keep_equal = n;  // state 0: every entry
+  if (state != 0) {
+    std::uint64_t position = 1;  // of the cut entry among those equal to it (1-based); state 1: the first entry
+    cut_bits = max_bits;
+    if (state == 2) {
       cut_bits = prefix;
       const std::uint64_t w = weight(prefix);  // > 0: the entries equal to it hold the remaining weight
-      position = (remaining + w - 1) / w;
+      position = (s.remaining + w - 1) / w;
     }
     keep_equal = static_cast<int>(include_crossing ? position : position - 1);
     if (keep_equal == 0 && cut_bits == max_bits) keep_equal = 1;  // step 6: at least one entry (min_keep 1)
   }
-  // Mark: contiguous chunks per thread, the entries equal to cut_bits ranked by a block scan of their counts.
-  const int per = (n + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  // Emit: contiguous chunks per thread; one block scan of (above, equal) counts ranks both.
+  const int per = (n + kThreads - 1) / kThreads;
   const int first = static_cast<int>(threadIdx.x) * per, last = first + per < n ? first + per : n;
-  int equal = 0;
-  for (int j = first; j < last; ++j) equal += bits[j] == cut_bits ? 1 : 0;
-  __syncthreads();
-  scan[threadIdx.x] = equal;
-  __syncthreads();
-  for (int o = 1; o < static_cast<int>(blockDim.x); o <<= 1) {  // inclusive Hillis–Steele scan
-    const int add = threadIdx.x >= static_cast<unsigned>(o) ? scan[threadIdx.x - o] : 0;
-    __syncthreads();
-    scan[threadIdx.x] += add;
-    __syncthreads();
-  }
-  int rank = scan[threadIdx.x] - equal;
+  unsigned long long mine = 0;
   for (int j = first; j < last; ++j) {
     const std::uint32_t b = bits[j];
-    keep[j] = b > cut_bits || (b == cut_bits && rank++ < keep_equal) ? 1 : 0;
+    mine += b > cut_bits ? (1ull << 32) : b == cut_bits ? 1ull : 0ull;
   }
   __syncthreads();
+  s.scan[threadIdx.x] = mine;
+  __syncthreads();
+  for (int o = 1; o < kThreads; o <<= 1) {  // inclusive Hillis–Steele scan of both counts at once
+    const unsigned long long add = static_cast<int>(threadIdx.x) >= o ? s.scan[threadIdx.x - o] : 0;
+    __syncthreads();
+    s.scan[threadIdx.x] += add;
+    __syncthreads();
+  }
+  const unsigned long long before = s.scan[threadIdx.x] - mine, all = s.scan[kThreads - 1];
+  const auto kept_of = [keep_equal](unsigned long long counts) {  // kept among entries with these counts
+    const int equal = static_cast<int>(counts & 0xffffffffu);
+    return static_cast<int>(counts >> 32) + (equal < keep_equal ? equal : keep_equal);
+  };
+  int rank = static_cast<int>(before & 0xffffffffu), at = kept_of(before);
+  for (int j = first; j < last; ++j) {
+    const std::uint32_t b = bits[j];
+    if (b > cut_bits || (b == cut_bits && rank++ < keep_equal)) emit(at++, j);
+  }
+  __syncthreads();
+  return kept_of(all);
 }
 
 /// Calls emit(at, j) for the indices j < n with keep[j] != 0, at = 0, 1, … in ascending j; returns their count (to

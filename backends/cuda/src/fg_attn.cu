@@ -118,11 +118,9 @@ struct SelectArgs {
 
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint32_t weight_bits[];  // tk: the row's selection weights (float bits)
-  __shared__ detail::TopCdfSelectShared select;
+  __shared__ detail::TopCdfSelectShared<kSelectThreads> select;
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
-  __shared__ int scan[kSelectThreads];
-  auto* keep = reinterpret_cast<std::uint8_t*>(weight_bits + a.tk);  // tk
   const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / a.heads_q;
   const std::int64_t row = static_cast<std::int64_t>(bh) * a.tq + i, slot = a.row_begin[row];
   const std::int64_t nq = a.seqs.len_q(b), nkv = a.seqs.len_kv(b);
@@ -134,21 +132,28 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   const float* x = a.logits + row * a.tk;
   float m = -INFINITY;
   int finite = 1;
-  for (int j = threadIdx.x; j < reach; j += blockDim.x) {
+  for (int j = threadIdx.x; j < reach; j += kSelectThreads) {
     finite &= isfinite(x[j]) ? 1 : 0;
     m = fmaxf(m, x[j]);
   }
   m = detail::block_reduce(m, [](float u, float v) { return fmaxf(u, v); }, fscratch);
   finite = detail::block_reduce(finite, [](int u, int v) { return u & v; }, iscratch);
+  std::int32_t* out = a.tiles + slot;
+  int count = reach;
   if (fg_attn::keep_all_tiles(finite != 0, a.top_p)) {  // dense fallback (NaN/Inf inputs) or p >= 1
-    for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] = 1;
+    for (int j = threadIdx.x; j < reach; j += kSelectThreads) out[j] = j;
   } else {
-    for (int j = threadIdx.x; j < reach; j += blockDim.x) weight_bits[j] = float_to_bits(selection_weight(x[j], m));
-    __syncthreads();
-    detail::top_cdf_select(weight_bits, reach, a.top_p, true, keep, select, scan);
+    std::uint32_t max_bits = 0;
+    for (int j = threadIdx.x; j < reach; j += kSelectThreads) {
+      const std::uint32_t w = float_to_bits(selection_weight(x[j], m));
+      weight_bits[j] = w;
+      max_bits = w > max_bits ? w : max_bits;
+    }
+    max_bits = detail::block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; },
+                                    reinterpret_cast<std::uint32_t*>(iscratch));
+    count = detail::top_cdf_select(weight_bits, reach, max_bits, a.top_p, true, select,
+                                   [&](int at, int j) { out[at] = j; });
   }
-  __syncthreads();
-  const int count = detail::write_kept(keep, reach, a.tiles + slot, scan);
   if (threadIdx.x == 0) a.row_end[row] = slot + count;
 }
 
@@ -294,7 +299,7 @@ __global__ void union_rows_kernel(Seqs seqs, int heads, int tile_q, int tile_k, 
 std::size_t logits_bytes(std::int64_t d) {
   return static_cast<std::size_t>(kRowsPerCta * d + kKeysPerStage * (d + 1)) * sizeof(float);
 }
-std::size_t select_bytes(std::int64_t tk) { return static_cast<std::size_t>(tk) * (sizeof(std::uint32_t) + 1); }
+std::size_t select_bytes(std::int64_t tk) { return static_cast<std::size_t>(tk) * sizeof(std::uint32_t); }
 
 class FgAttnEstimator final : public DeviceEstimator {
  public:
