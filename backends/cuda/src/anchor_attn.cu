@@ -406,9 +406,9 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
                                static_cast<int>(detail::pool_bytes(c_.block, p_.head_dim))),
           "shared memory");
     const int mts = m_tiles_ * heads_per_cta_;
-    if (p_.head_dim == 64) stripe_launch<T, 64>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
-    else if (p_.head_dim == 96) stripe_launch<T, 96>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
-    else stripe_launch<T, 128>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
+    detail::with_head_dim_of<64, 96, 128>(p_.head_dim, [&](auto dim) {
+      stripe_launch<T, dim()>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
+    });
   }
 
   /// Steps 2–5 over the anchor states in state_.
@@ -436,9 +436,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     // Groups vary fastest: the CTAs in flight at once read the same keys (one K range, many groups: L2 hits).
     const dim3 grid(static_cast<unsigned>(g_.groups), static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys),
                     bq * static_cast<unsigned>(hq / s.heads_per_cta));
-    if (d == 64) stripe_launch<T, 64>(mts, grid, stream, kr, s, false);
-    else if (d == 96) stripe_launch<T, 96>(mts, grid, stream, kr, s, false);
-    else stripe_launch<T, 128>(mts, grid, stream, kr, s, false);
+    detail::with_head_dim_of<64, 96, 128>(d, [&](auto dim) { stripe_launch<T, dim()>(mts, grid, stream, kr, s, false); });
     WriteArgs w{g_, with_region, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
     write_kernel<<<dim3(static_cast<unsigned>(g_.groups), bq * hq), kWriteThreads, 0, stream>>>(w);
     check(cudaGetLastError(), "kernel launch");

@@ -19,6 +19,8 @@ namespace {
 
 using detail::check;
 using detail::DeviceArray;
+using detail::with_element;
+using detail::with_head_dim;
 
 }  // namespace
 
@@ -183,19 +185,15 @@ FlashParams attend_params(const Problem& p, const TensorView& q, const TensorVie
 void launch_flash(const Problem& p, const FlashParams& f, const DeviceTileMask& dmask, cudaStream_t stream) {
   const bool bf16 = p.dtype == DType::bf16;
   const int d = static_cast<int>(p.head_dim);
-  if (f.order != nullptr && use_sm90()) {
-    const int n = dmask.order_size();
-    if (d == 64) bf16 ? launch_flash_sm90<__nv_bfloat16, 64>(f, n, stream) : launch_flash_sm90<__half, 64>(f, n, stream);
-    else if (d == 96) bf16 ? launch_flash_sm90<__nv_bfloat16, 96>(f, n, stream) : launch_flash_sm90<__half, 96>(f, n, stream);
-    else if (d == 128) bf16 ? launch_flash_sm90<__nv_bfloat16, 128>(f, n, stream) : launch_flash_sm90<__half, 128>(f, n, stream);
-    else bf16 ? launch_flash_sm90<__nv_bfloat16, 256>(f, n, stream) : launch_flash_sm90<__half, 256>(f, n, stream);
-    check(cudaGetLastError(), "kernel launch");
-    return;
-  }
-  if (d == 64) bf16 ? launch_flash_sm80<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80<__half, 64>(f, stream);
-  else if (d == 96) bf16 ? launch_flash_sm80<__nv_bfloat16, 96>(f, stream) : launch_flash_sm80<__half, 96>(f, stream);
-  else if (d == 128) bf16 ? launch_flash_sm80<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80<__half, 128>(f, stream);
-  else bf16 ? launch_flash_sm80<__nv_bfloat16, 256>(f, stream) : launch_flash_sm80<__half, 256>(f, stream);
+  const bool sm90 = f.order != nullptr && use_sm90();
+  const int n = sm90 ? dmask.order_size() : 0;
+  with_head_dim(d, [&](auto dim) {
+    with_element(bf16, [&](auto t) {
+      using T = decltype(t);
+      if (sm90) launch_flash_sm90<T, dim()>(f, n, stream);
+      else launch_flash_sm80<T, dim()>(f, stream);
+    });
+  });
   check(cudaGetLastError(), "kernel launch");
 }
 
@@ -214,10 +212,9 @@ void state_pass_async(const Problem& p, const TensorView& q, const TensorView& k
   FlashParams f = flash_params(p, q, k, TensorView{}, dmask, TensorView{}, nullptr, cu_q, cu_kv, empty_rows);
   f.state = state;
   const bool bf16 = p.dtype == DType::bf16;
-  if (p.head_dim == 64) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 64>(f, stream) : launch_flash_sm80_state<__half, 64>(f, stream);
-  else if (p.head_dim == 96) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 96>(f, stream) : launch_flash_sm80_state<__half, 96>(f, stream);
-  else if (p.head_dim == 128) bf16 ? launch_flash_sm80_state<__nv_bfloat16, 128>(f, stream) : launch_flash_sm80_state<__half, 128>(f, stream);
-  else bf16 ? launch_flash_sm80_state<__nv_bfloat16, 256>(f, stream) : launch_flash_sm80_state<__half, 256>(f, stream);
+  with_head_dim(p.head_dim, [&](auto dim) {
+    with_element(bf16, [&](auto t) { launch_flash_sm80_state<decltype(t), dim()>(f, stream); });
+  });
   check(cudaGetLastError(), "kernel launch");
 }
 

@@ -10,7 +10,7 @@
 //      reference::bfla_mask_from_scores fed with the device's S, bit for bit).
 //   2. select: per (batch, mask head, query block i) — one CTA — for each query head of the mask head: the block
 //      scores x_j = max over the block pair's real groups × scale·log2 e (j < bfla::causal_blocks), the finite test
-//      and row max, keep-mass TopCdf (crossing included; detail::top_cdf_sorted), the probability threshold (z: the
+//      and row max, keep-mass TopCdf (crossing included; detail::top_cdf_select), the probability threshold (z: the
 //      core's sequential sum, one thread) and the top-k floor (signed_selection_key sort), OR-ed into the coarse row;
 //      then sink, band, the causal AND and the coarse rescues; then every executor row r of the block
 //      (bfla::coarse_q(r) = i: tile_q = min(128, b) ≤ b gives one or more rows), expanded to key tiles, the tile-grid
@@ -187,9 +187,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
   __shared__ int scan[kSelectThreads];
-  __shared__ int cut;
   __shared__ float z;
-  __shared__ unsigned long long total;
+  __shared__ detail::TopCdfSelectShared<kSelectThreads> select;
   const int n = a.sort_keys;
   std::uint64_t* keys = dyn;                                   // n
   float* x = reinterpret_cast<float*>(keys + n);               // n: block scores (base 2)
@@ -246,12 +245,16 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     }
     for (int j = threadIdx.x; j < n; j += blockDim.x) prob[j] = j < reach ? selection_weight(x[j], m) : 0.0f;
     __syncthreads();
-    if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included
-      for (int j = threadIdx.x; j < n; j += blockDim.x)
-        keys[j] = j < reach ? detail::selection_key(prob[j], j) : detail::kNoKey;
-      const int kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, n, reach, a.gamma, 1, true, &total, &cut);
-      for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] = 1;
-      __syncthreads();
+    if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included (a radix select)
+      auto* bits = reinterpret_cast<std::uint32_t*>(keys);  // the weights' bits, in the sort keys' room
+      std::uint32_t max_bits = 0;
+      for (int j = threadIdx.x; j < reach; j += blockDim.x) {
+        bits[j] = float_to_bits(prob[j]);
+        max_bits = bits[j] > max_bits ? bits[j] : max_bits;
+      }
+      max_bits = detail::block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; },
+                                      reinterpret_cast<std::uint32_t*>(iscratch));
+      detail::top_cdf_select(bits, reach, max_bits, a.gamma, true, select, [&](int, int j) { keep[j] = 1; });
     }
     if (a.prob_threshold <= 1.0f) {  // the code's probability threshold, z the sequential sum over all lkv entries
       if (threadIdx.x == 0) z = sum_sequential(prob, blocks_k);

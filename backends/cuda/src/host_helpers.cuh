@@ -2,10 +2,14 @@
 // array (device-side helpers: estimator_kernels.cuh, flash_helpers.cuh, warp_primitives.cuh).
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "spattn/error.hpp"
@@ -15,6 +19,25 @@ namespace spattn::cuda::detail {
 /// Throws spattn::Error "cuda backend: <what>: <CUDA's message>" when e is not cudaSuccess.
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) fail("cuda backend: ", what, ": ", cudaGetErrorString(e));
+}
+
+/// Calls f(std::integral_constant<int, D>{}) for the head dim d among Dims, the head dims a kernel is instantiated
+/// for; throws spattn::Error for any other (the dispatcher's not_supported_reasons keep those out first).
+template <int... Dims, class F>
+void with_head_dim_of(std::int64_t d, F&& f) {
+  const bool found = ((d == Dims ? (f(std::integral_constant<int, Dims>{}), true) : false) || ...);
+  if (!found) fail("cuda backend: no kernel for head dim ", d);
+}
+/// with_head_dim_of for the head dims of the executor (and of every kernel that takes them all): 64, 96, 128, 256.
+template <class F>
+void with_head_dim(std::int64_t d, F&& f) {
+  with_head_dim_of<64, 96, 128, 256>(d, static_cast<F&&>(f));
+}
+/// Calls f(T{}) with T the device element type of a bf16 or fp16 tensor: __nv_bfloat16 or __half.
+template <class F>
+void with_element(bool bf16, F&& f) {
+  if (bf16) f(__nv_bfloat16{});
+  else f(__half{});
 }
 
 /// Where the backend's device allocations come from while an ArenaScope is active on this thread: a caller's

@@ -85,6 +85,7 @@ using detail::check;
 using detail::DeviceArray;
 using detail::Rows;
 using detail::Seqs;
+using detail::with_head_dim;
 
 constexpr int kBQ = sale::kBlockQ, kBK = sale::kBlockK, kSeg = sale::kSegment;
 constexpr int kQuantThreads = 128;
@@ -733,17 +734,6 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
   }
 }
 
-/// f(std::integral_constant<int, D>{}) for the head dims the CUDA SALE estimator takes: 64, 96, 128, 256.
-template <class F>
-void with_dim(std::int64_t d, F&& f) {
-  switch (d) {
-    case 64: return f(std::integral_constant<int, 64>{});
-    case 96: return f(std::integral_constant<int, 96>{});
-    case 256: return f(std::integral_constant<int, 256>{});
-    default: return f(std::integral_constant<int, 128>{});
-  }
-}
-
 class SaleEstimatorImpl final : public SaleEstimator {
  public:
   SaleEstimatorImpl(const sale::Config& c, const Problem& p, const std::int64_t* cu_q, const std::int64_t* cu_kv,
@@ -880,7 +870,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     };
     const auto by_dim = [&](auto margins) {
       if (wgmma_) pick(std::integral_constant<int, 128>{}, margins, std::true_type{}, std::false_type{});
-      else with_dim(p_.head_dim, [&](auto d) { mma_sync(d, margins); });
+      else with_head_dim(p_.head_dim, [&](auto d) { mma_sync(d, margins); });
     };
     if (margins_.ptr != nullptr) by_dim(std::true_type{});
     else by_dim(std::false_type{});
@@ -894,7 +884,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     with_candidate_kernel([](auto kernel, std::size_t bytes, int) {
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "shared memory");
     });
-    with_dim(p_.head_dim, [](auto dim) {
+    with_head_dim(p_.head_dim, [](auto dim) {
       constexpr int D = decltype(dim)::value;
       check(cudaFuncSetAttribute(quant_q_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  static_cast<int>(quant_q_bytes(D))),
@@ -931,7 +921,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
                 k_codes_.ptr, k_packed_.ptr,    k_scale_.ptr,   qmk_.ptr,      qmk_abs_max_.ptr,
                 raw_state_.ptr, state_.ptr,     margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
-    with_dim(d, [&](auto dim) {
+    with_head_dim(d, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
       quant_k_kernel<T, D><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
       quant_q_kernel<T, D><<<dim3(g_.tq, bq * hq), kQuantThreads, quant_q_bytes(D), stream>>>(qr, g_, w);
