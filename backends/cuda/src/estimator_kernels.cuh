@@ -315,11 +315,21 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int d = threadIdx.x; d < 256; d += kThreads) s.bucket[d] = 0;
     __syncthreads();
-    for (int j = threadIdx.x; j < n; j += kThreads) {
-      const std::uint32_t b = bits[j];
-      if ((b & mask) != prefix) continue;
-      const std::uint64_t w = weight(b);
-      if (w != 0) atomicAdd(&s.bucket[(b >> shift) & 255u], static_cast<unsigned long long>(w));
+    // Lanes of a warp with the same digit add their weights first (most weights fall in a few digits: one shared
+    // atomic per digit and warp step, not per entry). A weight is below 2^41: two 21-bit halves, each summed over
+    // at most 32 lanes without overflow.
+    for (int base = 0; base < n; base += kThreads) {
+      const int j = base + static_cast<int>(threadIdx.x);
+      const std::uint32_t b = j < n ? bits[j] : 0u;
+      const std::uint64_t w = j < n && (b & mask) == prefix ? weight(b) : 0;
+      const unsigned digit = w != 0 ? (b >> shift) & 255u : 256u;  // 256: adds nothing
+      const unsigned peers = __match_any_sync(0xffffffffu, digit);
+      if (digit != 256u) {
+        const unsigned low = __reduce_add_sync(peers, static_cast<unsigned>(w & 0x1fffffu));
+        const unsigned high = __reduce_add_sync(peers, static_cast<unsigned>(w >> 21));
+        if (lane == __ffs(peers) - 1)
+          atomicAdd(&s.bucket[digit], (static_cast<unsigned long long>(high) << 21) + low);
+      }
     }
     __syncthreads();
     if (threadIdx.x < 32) {  // lane l: digits 255 − 8l down to 248 − 8l, the selection order's way
