@@ -58,7 +58,7 @@ struct FgSelect {
     const float* km = k_mean + (b * s.heads_kv + hkv) * s.d * tk;  // [c][j]: the pool's transposed key means
     std::uint8_t* out = keep + row * tk;
     auto* keys = static_cast<std::uint64_t*>(team.team_scratch(level).get_shmem(sizeof(std::uint64_t) * sort_length(tk)));
-    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the prefix sums
+    float* prob = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * tk));  // then: the sorted weights
     float* qm = static_cast<float*>(team.team_scratch(level).get_shmem(sizeof(float) * s.d));
     int* cut = static_cast<int*>(team.team_scratch(level).get_shmem(sizeof(int)));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, s.d), [&](std::int64_t c) { qm[c] = q_mean[(bh * tq + i) * s.d + c]; });

@@ -9,8 +9,8 @@
 // Decisions where the paper is silent (fgattn.md §10), with the reason:
 // - Partial key tile weight: unweighted, the paper's formula (each tile is one "super-key"); optional
 //   `size_weighted_tail` adds ln(n_j/N) to the tail tile's logit (SVG2-style). Default off: the paper.
-// - Mass threshold: p·Z with Z the fp32 sum of the row's probabilities (the core's TopCdf), not p alone;
-//   they differ by the rounding of Z ≈ 1, and p·Z keeps the rule invariant to it.
+// - Mass threshold: p·Z with Z the row's total mass (the core's TopCdf: exact fixed-point sums of the weights,
+//   topcdf.hpp), not p alone; p·Z keeps the rule invariant to how the probabilities are normalized.
 // - A row whose logits are not finite (NaN/Inf inputs) keeps every tile (dense fallback, §10).
 // - GQA: masks per query head; K is pooled per KV head.
 // - M must be a multiple of 16 (warp-uniform membership on GPUs) and 16…128; N is 1…128.

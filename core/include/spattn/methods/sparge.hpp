@@ -23,8 +23,8 @@
 //   padded rows make every tail block NaN and hence dense by accident.
 // - Causal alignment is bottom-right (query i sees keys ≤ i + Nkv − Nq), like the rest of spattn; the code
 //   is top-left and assumes Nq = Nkv.
-// - TopCdf in fp32 with a total order (ties by lower index), relative to Z = Σp; the code's bf16 CDF with an
-//   unstable sort is not reproducible (spec §4.1).
+// - TopCdf with exact fixed-point mass sums (topcdf.hpp) and a total order (ties by lower index), relative to
+//   Z = Σp; the code's bf16 CDF with an unstable sort is not reproducible (spec §4.1).
 #pragma once
 
 #include <cmath>
