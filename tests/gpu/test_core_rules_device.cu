@@ -293,5 +293,57 @@ TEST_CASE("device radix-select TopCdf keeps top_cdf's entries (ties, zeros, subn
   MESSAGE("device radix select: " << cases << " rows (" << rows_cut << " cut below n), n = 1 … " << kMax);
   CHECK(rows_cut > cases / 3);
 }
+
+/// detail::compact_kept over keep[0, n): out[at] = j for the emitted entries, the count in *count.
+__global__ void compact_kernel(const std::uint8_t* keep, int n, std::int32_t* out, int* count) {
+  extern __shared__ std::uint8_t staged[];
+  __shared__ unsigned long long warp_sums[32];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) staged[i] = keep[i];
+  __syncthreads();
+  const int c = cuda::detail::compact_kept(staged, n, warp_sums, [&](int at, int j) { out[at] = j; });
+  if (threadIdx.x == 0) *count = c;
+}
+
+TEST_CASE("device compact_kept lists the kept indices in ascending order (any n, 32 to 1024 threads)") {
+  constexpr int kMax = 40000;
+  std::uint8_t* dkeep;
+  std::int32_t* dout;
+  int* dcount;
+  REQUIRE(cudaMalloc(&dkeep, kMax) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dout, (kMax + 1) * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dcount, 4) == cudaSuccess);
+  REQUIRE(cudaFuncSetAttribute(compact_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax) == cudaSuccess);
+  int cases = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = trial < 70 ? 1 + trial : static_cast<int>(uniform(1, trial % 25 == 0 ? kMax : 5000));
+    const double density = trial % 4 == 0 ? 1.0 : trial % 4 == 1 ? 0.0 : uniform(0, 1);
+    const int threads = 32 << (trial % 6);  // 32 … 1024
+    std::vector<std::uint8_t> keep(static_cast<std::size_t>(n));
+    std::vector<std::int32_t> want;
+    for (int j = 0; j < n; ++j) {
+      keep[static_cast<std::size_t>(j)] = uniform(0, 1) < density ? static_cast<std::uint8_t>(1 + j % 200) : 0;
+      if (keep[static_cast<std::size_t>(j)]) want.push_back(j);
+    }
+    CAPTURE(n);
+    CAPTURE(threads);
+    cudaMemcpy(dkeep, keep.data(), keep.size(), cudaMemcpyHostToDevice);
+    cudaMemset(dout, 0xff, (kMax + 1) * 4);
+    compact_kernel<<<1, threads, static_cast<std::size_t>(n)>>>(dkeep, n, dout, dcount);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    int count = -1;
+    cudaMemcpy(&count, dcount, 4, cudaMemcpyDeviceToHost);
+    std::vector<std::int32_t> got(want.size() + 1);
+    cudaMemcpy(got.data(), dout, got.size() * 4, cudaMemcpyDeviceToHost);
+    CHECK(count == static_cast<int>(want.size()));
+    CHECK(got.back() == -1);  // nothing written past the count
+    got.pop_back();
+    REQUIRE(got == want);
+    ++cases;
+  }
+  cudaFree(dkeep);
+  cudaFree(dout);
+  cudaFree(dcount);
+  MESSAGE("device compact_kept: " << cases << " rows, n = 1 … " << kMax);
+}
 }  // namespace
 }  // namespace spattn::test

@@ -181,12 +181,11 @@ std::size_t select_bytes(int keys, std::int64_t tk) {
 
 /// The mask rows of query block blockIdx.x of (batch, mask head) blockIdx.y (reference/src/bfla.cpp's steps, in its
 /// order). keep[] is the block's coarse row (1 = kept), fine[] one executor row at a time.
-template <int kItems>  // the sort's keys per thread (detail::sort_items), 0: block_sort
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint64_t dyn[];
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
-  __shared__ int scan[kSelectThreads];
+  __shared__ unsigned long long scan[32];
   __shared__ float z;
   __shared__ detail::TopCdfSelectShared<kSelectThreads> select;
   const int n = a.sort_keys;
@@ -247,13 +246,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     __syncthreads();
     if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included (a radix select)
       auto* bits = reinterpret_cast<std::uint32_t*>(keys);  // the weights' bits, in the sort keys' room
-      std::uint32_t max_bits = 0;
-      for (int j = threadIdx.x; j < reach; j += blockDim.x) {
-        bits[j] = float_to_bits(prob[j]);
-        max_bits = bits[j] > max_bits ? bits[j] : max_bits;
-      }
-      max_bits = detail::block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; },
-                                      reinterpret_cast<std::uint32_t*>(iscratch));
+      const std::uint32_t max_bits = detail::store_weight_bits(
+          reach, [&](int j) { return prob[j]; }, bits, reinterpret_cast<std::uint32_t*>(iscratch));
       detail::top_cdf_select(bits, reach, max_bits, a.gamma, true, select, [&](int, int j) { keep[j] = 1; });
     }
     if (a.prob_threshold <= 1.0f) {  // the code's probability threshold, z the sequential sum over all lkv entries
@@ -355,11 +349,9 @@ class BflaEstimatorImpl final : public BflaEstimator {
     check(cudaFuncSetAttribute(group_scores_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(gemm_bytes())),
           "shared memory");
-    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
-      check(cudaFuncSetAttribute(select_kernel<items()>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(select_bytes(sort_keys_, shape_.num_k_tiles()))),
-            "shared memory");
-    });
+    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(select_bytes(sort_keys_, shape_.num_k_tiles()))),
+          "shared memory");
   }
 
   template <class T>
@@ -411,9 +403,7 @@ class BflaEstimatorImpl final : public BflaEstimator {
     a.tiles = mask.tiles();
     const dim3 select_grid(static_cast<unsigned>(ceil_div(p_.seqlen_q, c_.block)),
                            static_cast<unsigned>(p_.batch * shape_.mask_heads));
-    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
-      select_kernel<items()><<<select_grid, kSelectThreads, select_bytes(sort_keys_, a.tk), stream>>>(a);
-    });
+    select_kernel<<<select_grid, kSelectThreads, select_bytes(sort_keys_, a.tk), stream>>>(a);
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
   }

@@ -83,7 +83,7 @@ __global__ void merge_items_kernel(const std::int64_t* row_begin, const std::int
                                    int num_q_tiles, int per_item, int blocks, int tk, const std::int64_t* item_begin,
                                    std::int64_t* item_end, std::int32_t* item_tiles, std::uint8_t* item_members) {
   extern __shared__ std::uint8_t bits[];
-  __shared__ int scan[256];
+  __shared__ unsigned long long scan[32];
   const std::int64_t item = blockIdx.x, bh = item / blocks, blk = item % blocks, base = item_begin[item];
   for (int j = threadIdx.x; j < tk; j += blockDim.x) bits[j] = 0;
   for (int m = 0; m < per_item; ++m) {

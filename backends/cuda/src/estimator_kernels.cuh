@@ -285,11 +285,83 @@ __device__ int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau
   return c;
 }
 
+/// Exclusive prefix sum over the block of one value per thread (blockDim.x a multiple of 32): returns the sum over the
+/// threads before this one and sets `total` to the block's sum (every thread). `warp_sums` holds 32 values.
+template <class T>
+__device__ T block_exclusive_scan(T mine, T* warp_sums, T& total) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  T inclusive = mine;
+  for (int o = 1; o < 32; o <<= 1) {
+    const T up = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += up;
+  }
+  __syncthreads();  // warp_sums may still be read by a previous scan
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  T before = 0;
+  total = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x) / 32; ++w) {
+    const T sum = warp_sums[w];
+    before += w < warp ? sum : T{};
+    total += sum;
+  }
+  return before + inclusive - mine;
+}
+
+/// Ranks in index order over the block: flags(j) gives entry j < n up to two flags (bits 0 and 1), and visit(j, f,
+/// r0, r1) is called for every entry with flags f != 0, r_k = the number of entries before j with flag k. Each warp
+/// walks one contiguous chunk of whole 32-entry steps, its lanes on consecutive entries (a shared array is read
+/// without bank conflicts), and counts by ballot; one scan over the warps' counts places the chunks. flags(j) is
+/// called twice per entry. Returns both totals (flag 1's in the high word). `warp_sums` holds 32 words; entries
+/// written before the call must be behind a barrier.
+template <class Flags, class Visit>
+__device__ unsigned long long block_rank(int n, Flags flags, unsigned long long* warp_sums, Visit visit) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int steps = (n + 31) / 32, warps = static_cast<int>(blockDim.x) / 32;
+  const int chunk = (steps + warps - 1) / warps * 32, first = warp * chunk;
+  const int last = first + chunk < n ? first + chunk : n;  // warp-uniform: the ballots see every lane
+  unsigned c0 = 0, c1 = 0;
+  for (int base = first; base < last; base += 32) {
+    const int j = base + lane;
+    const unsigned f = j < last ? static_cast<unsigned>(flags(j)) : 0u;
+    c0 += __popc(__ballot_sync(0xffffffffu, f & 1u));
+    c1 += __popc(__ballot_sync(0xffffffffu, f & 2u));
+  }
+  unsigned long long total = 0;
+  const unsigned long long mine = lane == 0 ? (static_cast<unsigned long long>(c1) << 32) | c0 : 0ull;
+  const unsigned long long before = __shfl_sync(0xffffffffu, block_exclusive_scan(mine, warp_sums, total), 0);
+  unsigned r0 = static_cast<unsigned>(before), r1 = static_cast<unsigned>(before >> 32);
+  const unsigned lower = (1u << lane) - 1u;  // the lanes before this one
+  for (int base = first; base < last; base += 32) {
+    const int j = base + lane;
+    const unsigned f = j < last ? static_cast<unsigned>(flags(j)) : 0u;
+    const unsigned b0 = __ballot_sync(0xffffffffu, f & 1u), b1 = __ballot_sync(0xffffffffu, f & 2u);
+    if (f != 0u) visit(j, f, r0 + __popc(b0 & lower), r1 + __popc(b1 & lower));
+    r0 += __popc(b0);
+    r1 += __popc(b1);
+  }
+  __syncthreads();  // what visit wrote is seen by every thread
+  return total;
+}
+
+/// The bits of n weights, bits[j] = float bits of weight(j) (finite and >= +0, so their bits order like their values),
+/// stored for top_cdf_select; returns the largest (to every thread). `scratch` holds 32 words.
+template <class Weight>
+__device__ std::uint32_t store_weight_bits(int n, Weight weight, std::uint32_t* bits, std::uint32_t* scratch) {
+  std::uint32_t max_bits = 0;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const std::uint32_t w = float_to_bits(weight(j));
+    bits[j] = w;
+    max_bits = w > max_bits ? w : max_bits;
+  }
+  return block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; }, scratch);
+}
+
 /// Shared memory of top_cdf_select for blocks of kThreads threads.
 template <int kThreads>
 struct TopCdfSelectShared {
-  unsigned long long bucket[256];     ///< a radix pass's weight per digit
-  unsigned long long scan[kThreads];  ///< per thread: kept entries above the cut (high word), equal to it (low word)
+  unsigned long long bucket[256];  ///< a radix pass's weight per digit
+  unsigned long long warp_sums[32];
   unsigned long long remaining;
   std::uint32_t prefix;
   int state;  ///< after the first pass: 0 every entry kept, 1 the first entry reaches the target, 2 search on
@@ -297,12 +369,13 @@ struct TopCdfSelectShared {
 
 /// TopCdf (topcdf.hpp, steps 2-6 with min_keep 1) by a radix select, without sorting, in a block of kThreads
 /// threads: bits[0, n) are the float bits of n weights >= +0 (finite, in index order; their bits order like their
-/// values), max_bits the largest of them. Calls emit(at, j) for the kept entries j, at = 0, 1, … in ascending j, and
-/// returns (to every thread) how many. The exact fixed-point sums do not depend on order, so the cut is the entry at
-/// the first position (in the selection order) whose prefix reaches top_cdf_target: four passes over the weights'
-/// bits, 8 bits each from the top, each summing per next digit the weights of the entries that match the bits found
-/// so far (the first pass also gives Z); then the cut entry's bits w* and how far into the run of entries equal to
-/// w* the target falls (ties go to the lower index). Kept: every entry above w* and the first of those equal to it.
+/// values: store_weight_bits), max_bits the largest of them. Calls emit(at, j) for the kept entries j, at = 0, 1, …
+/// in ascending j, and returns (to every thread) how many. The exact fixed-point sums do not depend on order, so the
+/// cut is the entry at the first position (in the selection order) whose prefix reaches top_cdf_target: four passes
+/// over the weights' bits, 8 bits each from the top, each summing per next digit the weights of the entries that
+/// match the bits found so far (the first pass also gives Z); then the cut entry's bits w* and how far into the run
+/// of entries equal to w* the target falls (ties go to the lower index). Kept: every entry above w* and the first
+/// top_cdf_kept of those equal to it.
 template <int kThreads, class Emit>
 __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t max_bits, float tau, bool include_crossing,
                               TopCdfSelectShared<kThreads>& s, Emit emit) {
@@ -317,11 +390,13 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
     __syncthreads();
     // Lanes of a warp with the same digit add their weights first (most weights fall in a few digits: one shared
     // atomic per digit and warp step, not per entry). A weight is below 2^41: two 21-bit halves, each summed over
-    // at most 32 lanes without overflow.
+    // at most 32 lanes without overflow. After the first pass few entries match the prefix: a warp none of whose
+    // lanes does skips the step.
     for (int base = 0; base < n; base += kThreads) {
       const int j = base + static_cast<int>(threadIdx.x);
       const std::uint32_t b = j < n ? bits[j] : 0u;
       const std::uint64_t w = j < n && (b & mask) == prefix ? weight(b) : 0;
+      if (__ballot_sync(0xffffffffu, w != 0) == 0u) continue;
       const unsigned digit = w != 0 ? (b >> shift) & 255u : 256u;  // 256: adds nothing
       const unsigned peers = __match_any_sync(0xffffffffu, digit);
       if (digit != 256u) {
@@ -379,68 +454,36 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
       const std::uint64_t w = weight(prefix);  // > 0: the entries equal to it hold the remaining weight
       position = (s.remaining + w - 1) / w;
     }
-    keep_equal = static_cast<int>(include_crossing ? position : position - 1);
+    keep_equal = top_cdf_kept(static_cast<int>(position), include_crossing);
     if (keep_equal == 0 && cut_bits == max_bits) keep_equal = 1;  // step 6: at least one entry (min_keep 1)
   }
-  // Emit: contiguous chunks per thread; one block scan of (above, equal) counts ranks both.
-  const int per = (n + kThreads - 1) / kThreads;
-  const int first = static_cast<int>(threadIdx.x) * per, last = first + per < n ? first + per : n;
-  unsigned long long mine = 0;
-  for (int j = first; j < last; ++j) {
-    const std::uint32_t b = bits[j];
-    mine += b > cut_bits ? (1ull << 32) : b == cut_bits ? 1ull : 0ull;
-  }
-  __syncthreads();
-  s.scan[threadIdx.x] = mine;
-  __syncthreads();
-  for (int o = 1; o < kThreads; o <<= 1) {  // inclusive Hillis–Steele scan of both counts at once
-    const unsigned long long add = static_cast<int>(threadIdx.x) >= o ? s.scan[threadIdx.x - o] : 0;
-    __syncthreads();
-    s.scan[threadIdx.x] += add;
-    __syncthreads();
-  }
-  const unsigned long long before = s.scan[threadIdx.x] - mine, all = s.scan[kThreads - 1];
-  const auto kept_of = [keep_equal](unsigned long long counts) {  // kept among entries with these counts
-    const int equal = static_cast<int>(counts & 0xffffffffu);
-    return static_cast<int>(counts >> 32) + (equal < keep_equal ? equal : keep_equal);
-  };
-  int rank = static_cast<int>(before & 0xffffffffu), at = kept_of(before);
-  for (int j = first; j < last; ++j) {
-    const std::uint32_t b = bits[j];
-    if (b > cut_bits || (b == cut_bits && rank++ < keep_equal)) emit(at++, j);
-  }
-  __syncthreads();
-  return kept_of(all);
+  // Flag 0: above the cut; flag 1: equal to it, kept while its rank among the equal ones is below keep_equal.
+  const unsigned long long all = block_rank(
+      n,
+      [&](int j) {
+        const std::uint32_t b = bits[j];
+        return (b > cut_bits ? 1u : 0u) | (b == cut_bits ? 2u : 0u);
+      },
+      s.warp_sums,
+      [&](int j, unsigned f, unsigned above, unsigned equal) {
+        const int e = static_cast<int>(equal);
+        if ((f & 1u) || e < keep_equal) emit(static_cast<int>(above) + (e < keep_equal ? e : keep_equal), j);
+      });
+  const int equal = static_cast<int>(all >> 32);
+  return static_cast<int>(all & 0xffffffffu) + (equal < keep_equal ? equal : keep_equal);
 }
 
 /// Calls emit(at, j) for the indices j < n with keep[j] != 0, at = 0, 1, … in ascending j; returns their count (to
-/// every thread). `scan` holds blockDim.x ints.
+/// every thread). `warp_sums` holds 32 words.
 template <class Emit>
-__device__ int compact_kept(const std::uint8_t* keep, int n, int* scan, Emit emit) {
-  const int per = (n + blockDim.x - 1) / blockDim.x, first = threadIdx.x * per;
-  const int last = first + per < n ? first + per : n;
-  int mine = 0;
-  for (int j = first; j < last; ++j) mine += keep[j] ? 1 : 0;
-  __syncthreads();
-  scan[threadIdx.x] = mine;
-  __syncthreads();
-  for (int o = 1; o < static_cast<int>(blockDim.x); o <<= 1) {  // inclusive Hillis–Steele scan
-    const int add = threadIdx.x >= static_cast<unsigned>(o) ? scan[threadIdx.x - o] : 0;
-    __syncthreads();
-    scan[threadIdx.x] += add;
-    __syncthreads();
-  }
-  int at = scan[threadIdx.x] - mine;
-  for (int j = first; j < last; ++j)
-    if (keep[j]) emit(at++, j);
-  const int total = scan[blockDim.x - 1];
-  __syncthreads();
-  return total;
+__device__ int compact_kept(const std::uint8_t* keep, int n, unsigned long long* warp_sums, Emit emit) {
+  return static_cast<int>(block_rank(
+      n, [&](int j) { return keep[j] ? 1u : 0u; }, warp_sums, [&](int j, unsigned, unsigned at, unsigned) { emit(static_cast<int>(at), j); }));
 }
 
 /// Writes the indices j < n with keep[j] != 0, ascending, to out; returns their count (to every thread).
-__device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* out, int* scan) {
-  return compact_kept(keep, n, scan, [&](int at, int j) { out[at] = j; });
+__device__ inline int write_kept(const std::uint8_t* keep, int n, std::int32_t* out, unsigned long long* warp_sums) {
+  return compact_kept(keep, n, warp_sums, [&](int at, int j) { out[at] = j; });
 }
 
 }  // namespace spattn::cuda::detail

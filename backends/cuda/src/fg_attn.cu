@@ -143,14 +143,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (fg_attn::keep_all_tiles(finite != 0, a.top_p)) {  // dense fallback (NaN/Inf inputs) or p >= 1
     for (int j = threadIdx.x; j < reach; j += kSelectThreads) out[j] = j;
   } else {
-    std::uint32_t max_bits = 0;
-    for (int j = threadIdx.x; j < reach; j += kSelectThreads) {
-      const std::uint32_t w = float_to_bits(selection_weight(x[j], m));
-      weight_bits[j] = w;
-      max_bits = w > max_bits ? w : max_bits;
-    }
-    max_bits = detail::block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; },
-                                    reinterpret_cast<std::uint32_t*>(iscratch));
+    const std::uint32_t max_bits = detail::store_weight_bits(
+        reach, [&](int j) { return selection_weight(x[j], m); }, weight_bits, reinterpret_cast<std::uint32_t*>(iscratch));
     count = detail::top_cdf_select(weight_bits, reach, max_bits, a.top_p, true, select,
                                    [&](int at, int j) { out[at] = j; });
   }
@@ -272,7 +266,7 @@ __global__ void union_rows_kernel(Seqs seqs, int heads, int tile_q, int tile_k, 
                                   const std::int32_t* groups, const std::int64_t* row_begin, std::int64_t* row_end,
                                   std::int32_t* tiles) {
   extern __shared__ std::uint8_t keep[];
-  __shared__ int scan[256];
+  __shared__ unsigned long long scan[32];
   const int bh = static_cast<int>(blockIdx.y), b = bh / heads, g = static_cast<int>(blockIdx.x);
   const int n = plan_tiles(seqs, b, tile_q), first = g * r;
   if (first >= n) return;

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint64_t dyn[];
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
-  __shared__ int scan[kSelectThreads];
+  __shared__ unsigned long long scan[32];
   __shared__ int cut;
   __shared__ unsigned long long total;
   std::uint64_t* keys = dyn;                                // sort_keys
