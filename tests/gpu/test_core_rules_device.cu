@@ -128,110 +128,63 @@ TEST_CASE("core rules are device-callable and bit-identical on the GPU and the h
   CHECK(differ == 0);
 }
 
-/// detail::top_cdf_sorted (the radix sort of keys at their index for 16–32 keys per thread, else block_sort: the
-/// kernel variant detail::with_sort_items picks) and detail::block_sort (any arrangement), one block of kThreads.
-template <int kThreads, int kItems>
-__global__ void sort_kernel(const std::uint64_t* in, int n, int n_valid, float tau, bool crossing, bool bitonic,
-                            std::uint64_t* out, int* cut) {
+/// detail::block_sort (the bitonic sort of BFLA's top-k floor) of keys in any arrangement, one block.
+__global__ void sort_kernel(const std::uint64_t* in, int n, std::uint64_t* out) {
   extern __shared__ std::uint64_t keys[];
-  __shared__ int c;
-  __shared__ unsigned long long total;
   for (int i = threadIdx.x; i < n; i += blockDim.x) keys[i] = in[i];
-  if (bitonic) {
-    cuda::detail::block_sort(keys, n);
-  } else {
-    const int kept = cuda::detail::top_cdf_sorted<kThreads, kItems>(keys, n, n_valid, tau, 1, crossing, &total, &c);
-    if (threadIdx.x == 0) *cut = kept;
-  }
+  cuda::detail::block_sort(keys, n);
   for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = keys[i];
 }
 
-TEST_CASE("device sorts and TopCdf cut equal std::sort and top_cdf_count (every power of two to 16384)") {
+TEST_CASE("device block_sort equals std::sort (every power of two to 16384)") {
   std::uint64_t *din, *dout;
-  int* dcut;
   REQUIRE(cudaMalloc(&din, 16384 * 8) == cudaSuccess);
   REQUIRE(cudaMalloc(&dout, 16384 * 8) == cudaSuccess);
-  REQUIRE(cudaMalloc(&dcut, sizeof(int)) == cudaSuccess);
-  for (const int items : {0, 16, 32}) {
-    const auto set = [](auto kernel) {
-      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 12);
-    };
-    REQUIRE(set(items == 0 ? sort_kernel<128, 0> : items == 16 ? sort_kernel<128, 16> : sort_kernel<128, 32>) == cudaSuccess);
-    REQUIRE(set(items == 0 ? sort_kernel<256, 0> : items == 16 ? sort_kernel<256, 16> : sort_kernel<256, 32>) == cudaSuccess);
-  }
+  REQUIRE(cudaFuncSetAttribute(sort_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 16384 * 8) == cudaSuccess);
   int cases = 0;
   for (int n = 1; n <= 16384; n *= 2)
-    for (const int threads : {128, 256})
-      for (const bool bitonic : {false, true}) {
-        CAPTURE(n);
-        CAPTURE(threads);
-        CAPTURE(bitonic);
-        // Valid entries at their index, padding (kNoKey) scattered among them as SpargeAttn's non-candidates are;
-        // weights in [0, 1], some repeated (ties broken by the index), some exactly +0 (sorted before the padding).
-        std::vector<std::uint64_t> keys(static_cast<std::size_t>(n));
-        int n_valid = 0;
-        for (int j = 0; j < n; ++j) {
-          if (uniform(0.0, 1.0) < 0.25) {
-            keys[static_cast<std::size_t>(j)] = ~std::uint64_t{0};
-            continue;
-          }
-          ++n_valid;
-          const float w = j % 5 == 0 ? 0.25f : j % 7 == 0 ? 0.0f : static_cast<float>(uniform(1e-6, 1.0));
-          keys[static_cast<std::size_t>(j)] = (static_cast<std::uint64_t>(~float_to_bits(w)) << 32) | static_cast<std::uint32_t>(j);
-        }
-        if (bitonic) std::shuffle(keys.begin(), keys.end(), rng());  // block_sort takes any arrangement
-        const float tau = static_cast<float>(uniform(0.3, 0.99));
-        const bool crossing = n % 3 == 0 || threads == 256;
-        cudaMemcpy(din, keys.data(), keys.size() * 8, cudaMemcpyHostToDevice);
-        cudaMemset(dout, 0xaa, keys.size() * 8);
-        cudaMemset(dcut, 0xff, sizeof(int));
-        const std::size_t smem = static_cast<std::size_t>(n) * 8;
-        if (threads == 128)
-          cuda::detail::with_sort_items<128>(n, [&](auto items) {
-            sort_kernel<128, items()><<<1, 128, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
-          });
-        else
-          cuda::detail::with_sort_items<256>(n, [&](auto items) {
-            sort_kernel<256, items()><<<1, 256, smem>>>(din, n, n_valid, tau, crossing, bitonic, dout, dcut);
-          });
-        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        std::vector<std::uint64_t> got(keys.size());
-        int cut = -1;
-        cudaMemcpy(got.data(), dout, got.size() * 8, cudaMemcpyDeviceToHost);
-        cudaMemcpy(&cut, dcut, sizeof(int), cudaMemcpyDeviceToHost);
-        std::sort(keys.begin(), keys.end());
-        CHECK(got == keys);
-        if (!bitonic) {
-          std::vector<float> w(static_cast<std::size_t>(n_valid));
-          for (int t = 0; t < n_valid; ++t)
-            w[static_cast<std::size_t>(t)] = bits_to_float(~static_cast<std::uint32_t>(keys[static_cast<std::size_t>(t)] >> 32));
-          CHECK(cut == top_cdf_count(w.data(), n_valid, tau, 1, crossing));
-        }
-        ++cases;
+    for (const int threads : {128, 256}) {
+      CAPTURE(n);
+      CAPTURE(threads);
+      // Selection keys of weights in [0, 1] (some repeated: ties broken by the index; some +0) and padding (kNoKey).
+      std::vector<std::uint64_t> keys(static_cast<std::size_t>(n));
+      for (int j = 0; j < n; ++j) {
+        const float w = j % 5 == 0 ? 0.25f : j % 7 == 0 ? 0.0f : static_cast<float>(uniform(1e-6, 1.0));
+        keys[static_cast<std::size_t>(j)] = uniform(0.0, 1.0) < 0.25 ? ~std::uint64_t{0} : selection_key(w, j);
       }
+      std::shuffle(keys.begin(), keys.end(), rng());
+      cudaMemcpy(din, keys.data(), keys.size() * 8, cudaMemcpyHostToDevice);
+      cudaMemset(dout, 0xaa, keys.size() * 8);
+      sort_kernel<<<1, threads, static_cast<std::size_t>(n) * 8>>>(din, n, dout);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      std::vector<std::uint64_t> got(keys.size());
+      cudaMemcpy(got.data(), dout, got.size() * 8, cudaMemcpyDeviceToHost);
+      std::sort(keys.begin(), keys.end());
+      CHECK(got == keys);
+      ++cases;
+    }
   cudaFree(din);
   cudaFree(dout);
-  cudaFree(dcut);
-  MESSAGE("device sorts: " << cases << " cases, n = 1 … 16384");
+  MESSAGE("device block_sort: " << cases << " cases, n = 1 … 16384");
 }
 
-
-/// detail::top_cdf_select (the radix select without a sort) over n weights' bits, one block of kThreads: keep[j] = 1
-/// for the entries it emits (order checked: ascending, at = 0, 1, …), their count in keep[n].
+/// detail::top_cdf_select (k < 0) or detail::top_k_select (k >= 1) — the radix select without a sort — over n
+/// select keys, one block of kThreads: keep[j] = 1 for the entries it emits (order checked: ascending, at = 0, 1, …),
+/// whether the emit order and the returned count agree in keep[n].
 template <int kThreads>
-__global__ void select_kernel(const std::uint32_t* bits, int n, float tau, bool crossing, std::uint8_t* keep) {
+__global__ void select_kernel(const std::uint32_t* keys, int n, float tau, bool crossing, long long k, std::uint8_t* keep) {
   extern __shared__ std::uint32_t row[];
-  __shared__ cuda::detail::TopCdfSelectShared<kThreads> shared;
+  __shared__ cuda::detail::RadixSelectShared<kThreads> shared;
   __shared__ std::uint32_t reduce[32];
   __shared__ int order_ok;
-  std::uint32_t max_bits = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = bits[i], max_bits = bits[i] > max_bits ? bits[i] : max_bits;
   if (threadIdx.x == 0) order_ok = 1;
-  max_bits = cuda::detail::block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; }, reduce);
+  const std::uint32_t max_key = cuda::detail::store_select_keys(n, [&](int j) { return keys[j]; }, row, reduce);
   int* at_of = reinterpret_cast<int*>(row + n);  // the emit position of each entry, −1: not emitted
   for (int i = threadIdx.x; i < n; i += blockDim.x) at_of[i] = -1;
   __syncthreads();
-  const int count = cuda::detail::top_cdf_select(row, n, max_bits, tau, crossing, shared, [&](int at, int j) { at_of[j] = at; });
+  const auto mark = [&](int at, int j) { at_of[j] = at; };
+  const int count = k >= 1 ? cuda::detail::top_k_select(row, n, max_key, k, shared, mark)
+                           : cuda::detail::top_cdf_select(row, n, max_key, tau, crossing, shared, mark);
   __syncthreads();
   if (threadIdx.x == 0) {  // emitted positions 0 … count − 1, ascending with j
     int next = 0;
@@ -244,53 +197,84 @@ __global__ void select_kernel(const std::uint32_t* bits, int n, float tau, bool 
   if (threadIdx.x == 0) keep[n] = order_ok ? 1 : 0;
 }
 
-TEST_CASE("device radix-select TopCdf keeps top_cdf's entries (ties, zeros, subnormals, both crossing modes)") {
+TEST_CASE("device radix select: TopCdf keeps top_cdf's entries, top-k a sort's first k (ties, zeros, subnormals, "
+          "entries taking no part)") {
   constexpr int kMax = 20000;
-  std::uint32_t* dbits;
+  std::uint32_t* dkeys;
   std::uint8_t* dkeep;
-  REQUIRE(cudaMalloc(&dbits, kMax * 4) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dkeys, kMax * 4) == cudaSuccess);
   REQUIRE(cudaMalloc(&dkeep, kMax + 1) == cudaSuccess);
   REQUIRE(cudaFuncSetAttribute(select_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 8) == cudaSuccess);
   REQUIRE(cudaFuncSetAttribute(select_kernel<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMax * 8) == cudaSuccess);
-  int cases = 0, rows_cut = 0;
+  int cases = 0, rows_cut = 0, topk_cases = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const int n = trial < 40 ? 1 + trial : static_cast<int>(uniform(1, trial % 50 == 0 ? kMax : 5000));
     const int kind = trial % 6;  // FG-Attn-like 2^(x − max); coarse ties; zeros; one dominant; subnormal; equal
-    std::vector<float> w(static_cast<std::size_t>(n));
-    for (auto& v : w)
-      v = kind == 0   ? std::exp2(static_cast<float>(uniform(-30, 0)))
-          : kind == 1 ? static_cast<float>(std::floor(uniform(0, 5))) / 4.0f
-          : kind == 2 ? (uniform(0, 1) < 0.4 ? 0.0f : static_cast<float>(uniform(0, 1)))
-          : kind == 3 ? (uniform(0, 1) < 0.02 ? 1.0f : static_cast<float>(uniform(0, 1e-9)))
-          : kind == 4 ? static_cast<float>(uniform(0, 1)) * 1e-41f
-                      : 0.5f;
-    std::vector<std::uint32_t> bits(w.size());
-    for (std::size_t j = 0; j < w.size(); ++j) bits[j] = float_to_bits(w[j]);
-    cudaMemcpy(dbits, bits.data(), bits.size() * 4, cudaMemcpyHostToDevice);
+    // Every third row has entries taking no part (key 0, as SpargeAttn's non-candidates); at least one takes part.
+    const double absent = trial % 3 == 2 ? uniform(0, 0.8) : 0.0;
+    std::vector<float> w;
+    std::vector<int> at;  // the index of each entry taking part
+    std::vector<std::uint32_t> keys(static_cast<std::size_t>(n), 0u);
+    for (int j = 0; j < n; ++j) {
+      if (j > 0 && uniform(0, 1) < absent) continue;
+      const float v = kind == 0   ? std::exp2(static_cast<float>(uniform(-30, 0)))
+                      : kind == 1 ? static_cast<float>(std::floor(uniform(0, 5))) / 4.0f
+                      : kind == 2 ? (uniform(0, 1) < 0.4 ? 0.0f : static_cast<float>(uniform(0, 1)))
+                      : kind == 3 ? (uniform(0, 1) < 0.02 ? 1.0f : static_cast<float>(uniform(0, 1e-9)))
+                      : kind == 4 ? static_cast<float>(uniform(0, 1)) * 1e-41f
+                                  : 0.5f;
+      w.push_back(v);
+      at.push_back(j);
+      keys[static_cast<std::size_t>(j)] = float_to_bits(v) + 1u;  // detail::select_key
+    }
+    const int valid = static_cast<int>(w.size());
+    cudaMemcpy(dkeys, keys.data(), keys.size() * 4, cudaMemcpyHostToDevice);
+    const auto run = [&](float tau, bool crossing, long long k) {
+      cudaMemset(dkeep, 0x77, static_cast<std::size_t>(n) + 1);
+      if (trial % 2 == 0) select_kernel<128><<<1, 128, static_cast<std::size_t>(n) * 8>>>(dkeys, n, tau, crossing, k, dkeep);
+      else select_kernel<256><<<1, 256, static_cast<std::size_t>(n) * 8>>>(dkeys, n, tau, crossing, k, dkeep);
+      REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+      std::vector<std::uint8_t> got(static_cast<std::size_t>(n) + 1);
+      cudaMemcpy(got.data(), dkeep, got.size(), cudaMemcpyDeviceToHost);
+      CHECK(got.back() == 1);  // emitted in ascending order, as many as returned
+      got.pop_back();
+      return got;
+    };
     for (const float tau : {static_cast<float>(uniform(0, 1)), 0.9f, 0.99f, 0.0f, 1.0f})
       for (const bool crossing : {true, false}) {
         CAPTURE(n);
         CAPTURE(kind);
+        CAPTURE(absent);
         CAPTURE(tau);
         CAPTURE(crossing);
-        cudaMemset(dkeep, 0x77, static_cast<std::size_t>(n) + 1);
-        if (trial % 2 == 0) select_kernel<128><<<1, 128, static_cast<std::size_t>(n) * 8>>>(dbits, n, tau, crossing, dkeep);
-        else select_kernel<256><<<1, 256, static_cast<std::size_t>(n) * 8>>>(dbits, n, tau, crossing, dkeep);
-        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        std::vector<std::uint8_t> got(static_cast<std::size_t>(n) + 1), want(static_cast<std::size_t>(n));
-        cudaMemcpy(got.data(), dkeep, got.size(), cudaMemcpyDeviceToHost);
-        CHECK(got.back() == 1);  // emitted in ascending order, as many as returned
-        got.pop_back();
+        std::vector<std::uint8_t> kept_valid(w.size()), want(static_cast<std::size_t>(n), 0);
         std::vector<int> order;
-        const int kept = top_cdf(w.data(), nullptr, n, {tau, 1, crossing}, want.data(), order);
-        rows_cut += kept < n ? 1 : 0;
-        REQUIRE(got == want);
+        const int kept = top_cdf(w.data(), nullptr, valid, {tau, 1, crossing}, kept_valid.data(), order);
+        for (int t = 0; t < valid; ++t) want[static_cast<std::size_t>(at[static_cast<std::size_t>(t)])] = kept_valid[static_cast<std::size_t>(t)];
+        rows_cut += kept < valid ? 1 : 0;
+        REQUIRE(run(tau, crossing, -1) == want);
         ++cases;
       }
+    // top-k: the first k of the entries taking part sorted by selection_key (weight descending, index ascending).
+    std::vector<std::uint64_t> sorted;
+    for (int t = 0; t < valid; ++t) sorted.push_back(selection_key(w[static_cast<std::size_t>(t)], at[static_cast<std::size_t>(t)]));
+    std::sort(sorted.begin(), sorted.end());
+    for (const long long k : {1LL, static_cast<long long>(uniform(1, valid + 1)), static_cast<long long>(valid),
+                              static_cast<long long>(valid) + 3}) {
+      CAPTURE(n);
+      CAPTURE(kind);
+      CAPTURE(absent);
+      CAPTURE(k);
+      std::vector<std::uint8_t> want(static_cast<std::size_t>(n), 0);
+      for (long long t = 0; t < std::min<long long>(k, valid); ++t) want[static_cast<std::size_t>(selection_key_index(sorted[static_cast<std::size_t>(t)]))] = 1;
+      REQUIRE(run(0.0f, true, k) == want);
+      ++topk_cases;
+    }
   }
-  cudaFree(dbits);
+  cudaFree(dkeys);
   cudaFree(dkeep);
-  MESSAGE("device radix select: " << cases << " rows (" << rows_cut << " cut below n), n = 1 … " << kMax);
+  MESSAGE("device radix select: " << cases << " TopCdf rows (" << rows_cut << " cut below n), " << topk_cases
+                                  << " top-k rows, n = 1 … " << kMax);
   CHECK(rows_cut > cases / 3);
 }
 

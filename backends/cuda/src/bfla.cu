@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   __shared__ int iscratch[32];
   __shared__ unsigned long long scan[32];
   __shared__ float z;
-  __shared__ detail::TopCdfSelectShared<kSelectThreads> select;
+  __shared__ detail::RadixSelectShared<kSelectThreads> select;
   const int n = a.sort_keys;
   std::uint64_t* keys = dyn;                                   // n
   float* x = reinterpret_cast<float*>(keys + n);               // n: block scores (base 2)
@@ -245,10 +245,10 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
     for (int j = threadIdx.x; j < n; j += blockDim.x) prob[j] = j < reach ? selection_weight(x[j], m) : 0.0f;
     __syncthreads();
     if (a.gamma > 0.0f) {  // keep-mass: TopCdf over the causal blocks, crossing included (a radix select)
-      auto* bits = reinterpret_cast<std::uint32_t*>(keys);  // the weights' bits, in the sort keys' room
-      const std::uint32_t max_bits = detail::store_weight_bits(
-          reach, [&](int j) { return prob[j]; }, bits, reinterpret_cast<std::uint32_t*>(iscratch));
-      detail::top_cdf_select(bits, reach, max_bits, a.gamma, true, select, [&](int, int j) { keep[j] = 1; });
+      auto* sel = reinterpret_cast<std::uint32_t*>(keys);  // the select keys, in the sort keys' room
+      const std::uint32_t max_key = detail::store_select_keys(
+          reach, [&](int j) { return detail::select_key(prob[j]); }, sel, reinterpret_cast<std::uint32_t*>(iscratch));
+      detail::top_cdf_select(sel, reach, max_key, a.gamma, true, select, [&](int, int j) { keep[j] = 1; });
     }
     if (a.prob_threshold <= 1.0f) {  // the code's probability threshold, z the sequential sum over all lkv entries
       if (threadIdx.x == 0) z = sum_sequential(prob, blocks_k);

@@ -8,8 +8,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cub/block/block_radix_sort.cuh>
-
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -200,91 +198,6 @@ __device__ inline void block_sort(std::uint64_t* keys, int n) {
   __syncthreads();
 }
 
-/// block_sort for keys built at their index — keys[j] = selection_key(weight, j) with a weight >= +0, or kNoKey, at
-/// position j — by a stable radix sort (CUB's BlockRadixSort) of 32 bits: the weight's order (~bits of a weight >= +0
-/// has its top bit set, dropped) and 0xffffffff for kNoKey, after every weight (+0 included). Among equal weights the
-/// index order is kept, so the result is block_sort's. kThreads · kItems = n keys, blocked; CUB's scratch reuses the
-/// keys' shared memory once they are in registers (when it fits; else block_sort).
-template <int kThreads, int kItems>
-__device__ void radix_sort_indexed(std::uint64_t* keys) {
-  using Sort = cub::BlockRadixSort<std::uint32_t, kThreads, kItems, std::uint32_t>;
-  if constexpr (sizeof(typename Sort::TempStorage) > sizeof(std::uint64_t) * kThreads * kItems) {
-    block_sort(keys, kThreads * kItems);
-  } else {
-    std::uint32_t hi[kItems], lo[kItems];
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const std::uint64_t k = keys[threadIdx.x * kItems + i];
-      hi[i] = k == kNoKey ? 0xffffffffu : static_cast<std::uint32_t>(k >> 32) & 0x7fffffffu;
-      lo[i] = static_cast<std::uint32_t>(k);
-    }
-    __syncthreads();  // every key is in registers: the array becomes CUB's scratch
-    Sort(*reinterpret_cast<typename Sort::TempStorage*>(keys)).Sort(hi, lo);
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kItems; ++i)
-      keys[threadIdx.x * kItems + i] =
-          hi[i] == 0xffffffffu ? kNoKey : (static_cast<std::uint64_t>(hi[i] | 0x80000000u) << 32) | lo[i];
-    __syncthreads();
-  }
-}
-
-/// The sort of a row of n keys (a power of two) in a block of kThreads threads: the radix sort's keys per thread for
-/// 16 · kThreads ≤ n ≤ 32 · kThreads, else 0 (block_sort). Measured on the H100 (bench/results/gpu-pipeline.md): with
-/// 32 keys per thread the radix sort takes FG-Attn's 128K estimate (4096 key tiles, 128 threads) from 65.7 to 45.6 ms;
-/// with 2–8 keys per thread it is slower than block_sort (SpargeAttn 128K 10.8 → 13.1 ms, BFLA 6.95 → 7.87 ms).
-template <int kThreads>
-constexpr int sort_items(int n) {
-  return n / kThreads == 16 || n / kThreads == 32 ? n / kThreads : 0;
-}
-
-/// Sorts n (a power of two) keys built at their index (see radix_sort_indexed) into the selection order: block_sort
-/// when kItems is 0, else the radix sort of kItems keys per thread (kItems = sort_items<kThreads>(n)). A kernel that
-/// sorts takes kItems as a template parameter and is launched in the variant its rows pick (with_sort_items): the
-/// radix sort compiled into a kernel sets its registers for every launch (SpargeAttn's select kernel went from 40 to
-/// 205 registers, one CTA an SM, and its 128K estimate from 11.0 to 16.0 ms on the H200, where it sorts by block_sort).
-template <int kThreads, int kItems>
-__device__ void sort_indexed(std::uint64_t* keys, int n) {
-  if constexpr (kItems == 0) block_sort(keys, n);
-  else radix_sort_indexed<kThreads, kItems>(keys);
-}
-
-/// Host side: f(std::integral_constant<int, sort_items<kThreads>(n)>{}), the kernel variant for rows of n keys.
-template <int kThreads, class F>
-void with_sort_items(int n, F&& f) {
-  switch (sort_items<kThreads>(n)) {
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    default: return f(std::integral_constant<int, 0>{});
-  }
-}
-
-/// TopCdf on the device (topcdf.hpp's steps 3-6) in a block of kThreads threads: sorts keys[0, n) (sort_indexed) — n a power of
-/// two, keys[j] = selection_key(weight_j, j) for the n_valid valid entries and kNoKey for the rest, each at its index
-/// j — into the selection order, and returns (to every thread) how many of them the rule keeps: the exact fixed-point
-/// weights summed by the block in any order (the same Z), then one thread walks the sorted row to the first prefix
-/// reaching the target (top_cdf_cut_by: top_cdf_count's result). `total` and `cut` are shared words.
-template <int kThreads, int kItems>
-__device__ int top_cdf_sorted(std::uint64_t* keys, int n, int n_valid, float tau, int min_keep, bool include_crossing,
-                              unsigned long long* total, int* cut) {
-  sort_indexed<kThreads, kItems>(keys, n);
-  if (threadIdx.x == 0) *total = 0;
-  __syncthreads();
-  const int scale = n_valid > 0 ? top_cdf_scale(key_value(keys[0])) : 0;  // the largest weight comes first
-  unsigned long long mine = 0;
-  for (int t = threadIdx.x; t < n_valid; t += blockDim.x) mine += top_cdf_weight(key_value(keys[t]), scale);
-  atomicAdd(total, mine);
-  __syncthreads();
-  if (threadIdx.x == 0)
-    *cut = top_cdf_cut_by([&](int t) { return top_cdf_weight(key_value(keys[t]), scale); }, n_valid, *total, tau,
-                          min_keep, include_crossing);
-  __syncthreads();
-  const int c = *cut;
-  __syncthreads();
-  return c;
-}
-
 /// Exclusive prefix sum over the block of one value per thread (blockDim.x a multiple of 32): returns the sum over the
 /// threads before this one and sets `total` to the block's sum (every thread). `warp_sums` holds 32 values.
 template <class T>
@@ -344,22 +257,26 @@ __device__ unsigned long long block_rank(int n, Flags flags, unsigned long long*
   return total;
 }
 
-/// The bits of n weights, bits[j] = float bits of weight(j) (finite and >= +0, so their bits order like their values),
-/// stored for top_cdf_select; returns the largest (to every thread). `scratch` holds 32 words.
-template <class Weight>
-__device__ std::uint32_t store_weight_bits(int n, Weight weight, std::uint32_t* bits, std::uint32_t* scratch) {
-  std::uint32_t max_bits = 0;
+/// The key of an entry in a radix select (radix_select): 1 + the float bits of its weight (>= +0, finite), so keys
+/// order like weights; 0 is an entry that takes no part.
+__device__ __forceinline__ std::uint32_t select_key(float weight) { return float_to_bits(weight) + 1u; }
+__device__ __forceinline__ float select_key_weight(std::uint32_t key) { return bits_to_float(key - 1u); }
+
+/// keys[j] = key_of(j) for j < n (select_key, or 0); returns the largest (to every thread). `scratch` holds 32 words.
+template <class KeyOf>
+__device__ std::uint32_t store_select_keys(int n, KeyOf key_of, std::uint32_t* keys, std::uint32_t* scratch) {
+  std::uint32_t max_key = 0;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const std::uint32_t w = float_to_bits(weight(j));
-    bits[j] = w;
-    max_bits = w > max_bits ? w : max_bits;
+    const std::uint32_t k = key_of(j);
+    keys[j] = k;
+    max_key = k > max_key ? k : max_key;
   }
-  return block_reduce(max_bits, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; }, scratch);
+  return block_reduce(max_key, [](std::uint32_t u, std::uint32_t v) { return u > v ? u : v; }, scratch);
 }
 
-/// Shared memory of top_cdf_select for blocks of kThreads threads.
+/// Shared memory of radix_select for blocks of kThreads threads.
 template <int kThreads>
-struct TopCdfSelectShared {
+struct RadixSelectShared {
   unsigned long long bucket[256];  ///< a radix pass's weight per digit
   unsigned long long warp_sums[32];
   unsigned long long remaining;
@@ -367,21 +284,20 @@ struct TopCdfSelectShared {
   int state;  ///< after the first pass: 0 every entry kept, 1 the first entry reaches the target, 2 search on
 };
 
-/// TopCdf (topcdf.hpp, steps 2-6 with min_keep 1) by a radix select, without sorting, in a block of kThreads
-/// threads: bits[0, n) are the float bits of n weights >= +0 (finite, in index order; their bits order like their
-/// values: store_weight_bits), max_bits the largest of them. Calls emit(at, j) for the kept entries j, at = 0, 1, …
-/// in ascending j, and returns (to every thread) how many. The exact fixed-point sums do not depend on order, so the
-/// cut is the entry at the first position (in the selection order) whose prefix reaches top_cdf_target: four passes
-/// over the weights' bits, 8 bits each from the top, each summing per next digit the weights of the entries that
-/// match the bits found so far (the first pass also gives Z); then the cut entry's bits w* and how far into the run
-/// of entries equal to w* the target falls (ties go to the lower index). Kept: every entry above w* and the first
-/// top_cdf_kept of those equal to it.
-template <int kThreads, class Emit>
-__device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t max_bits, float tau, bool include_crossing,
-                              TopCdfSelectShared<kThreads>& s, Emit emit) {
-  if (n <= 0) return 0;
-  const int scale = top_cdf_scale(bits_to_float(max_bits));
-  const auto weight = [scale](std::uint32_t b) { return top_cdf_weight(bits_to_float(b), scale); };
+/// A cut of the selection order (weight descending, ties by ascending index) by a radix select, without sorting, in
+/// a block of kThreads threads. keys[0, n) are select_key's (0: no part), in index order; max_key the largest. Each
+/// entry taking part has an integer weight(key) (below 2^41, the total Z below 2^64); the cut is the entry at the
+/// first position whose prefix of weights reaches target_of(Z) (target_of(Z) > Z: none, every entry taking part is
+/// kept; 0: the first). Kept: the entries before the cut, and the cut itself when include_crossing (topcdf.hpp's
+/// top_cdf_kept); at least one (step 6's min_keep 1). The sums do not depend on order, so four passes find the cut,
+/// 8 bits of the key each from the top, each summing per next digit the weights of the entries that match the bits
+/// found so far (the first pass also gives Z); then how far into the run of entries equal to the cut key the target
+/// falls. Calls emit(at, j) for the kept entries j, at = 0, 1, … in ascending j, and returns (to every thread) how
+/// many. Entries written before the call must be behind a barrier.
+template <int kThreads, class Weight, class Target, class Emit>
+__device__ int radix_select(const std::uint32_t* keys, int n, std::uint32_t max_key, Weight weight, Target target_of,
+                            bool include_crossing, RadixSelectShared<kThreads>& s, Emit emit) {
+  if (n <= 0 || max_key == 0) return 0;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   // The first digit's weights give Z; warp 0 reads the target and where it falls.
   std::uint32_t prefix = 0, mask = 0;
@@ -394,8 +310,8 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
     // lanes does skips the step.
     for (int base = 0; base < n; base += kThreads) {
       const int j = base + static_cast<int>(threadIdx.x);
-      const std::uint32_t b = j < n ? bits[j] : 0u;
-      const std::uint64_t w = j < n && (b & mask) == prefix ? weight(b) : 0;
+      const std::uint32_t b = j < n ? keys[j] : 0u;
+      const std::uint64_t w = b != 0u && (b & mask) == prefix ? weight(b) : 0;
       if (__ballot_sync(0xffffffffu, w != 0) == 0u) continue;
       const unsigned digit = w != 0 ? (b >> shift) & 255u : 256u;  // 256: adds nothing
       const unsigned peers = __match_any_sync(0xffffffffu, digit);
@@ -418,7 +334,7 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
       std::uint64_t remaining = s.remaining;
       if (shift == 24) {  // Z, the target, and whether a search is needed
         const std::uint64_t total = __shfl_sync(0xffffffffu, inclusive, 31);
-        remaining = tau >= 1.0f ? total + 1 : top_cdf_target(tau, total, include_crossing);
+        remaining = target_of(total);
         if (lane == 0) s.state = remaining > total ? 0 : remaining == 0 ? 1 : 2;
       }
       if (remaining > 0 && remaining <= __shfl_sync(0xffffffffu, inclusive, 31)) {
@@ -442,27 +358,27 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
     prefix = s.prefix;
     mask |= 255u << shift;
   }
-  // The kept entries: those above cut_bits and the first keep_equal of those equal to it (in index order).
+  // The kept entries: those above cut and the first keep_equal of those equal to it (in index order).
   const int state = s.state;
-  std::uint32_t cut_bits = 0;
-  int keep_equal = n;  // state 0: every entry
+  std::uint32_t cut = 1;  // state 0: every entry taking part
+  int keep_equal = n;
   if (state != 0) {
     std::uint64_t position = 1;  // of the cut entry among those equal to it (1-based); state 1: the first entry
-    cut_bits = max_bits;
+    cut = max_key;
     if (state == 2) {
-      cut_bits = prefix;
+      cut = prefix;
       const std::uint64_t w = weight(prefix);  // > 0: the entries equal to it hold the remaining weight
       position = (s.remaining + w - 1) / w;
     }
     keep_equal = top_cdf_kept(static_cast<int>(position), include_crossing);
-    if (keep_equal == 0 && cut_bits == max_bits) keep_equal = 1;  // step 6: at least one entry (min_keep 1)
+    if (keep_equal == 0 && cut == max_key) keep_equal = 1;  // at least one entry (min_keep 1)
   }
   // Flag 0: above the cut; flag 1: equal to it, kept while its rank among the equal ones is below keep_equal.
   const unsigned long long all = block_rank(
       n,
       [&](int j) {
-        const std::uint32_t b = bits[j];
-        return (b > cut_bits ? 1u : 0u) | (b == cut_bits ? 2u : 0u);
+        const std::uint32_t b = keys[j];
+        return (b > cut ? 1u : 0u) | (b == cut ? 2u : 0u);
       },
       s.warp_sums,
       [&](int j, unsigned f, unsigned above, unsigned equal) {
@@ -471,6 +387,31 @@ __device__ int top_cdf_select(const std::uint32_t* bits, int n, std::uint32_t ma
       });
   const int equal = static_cast<int>(all >> 32);
   return static_cast<int>(all & 0xffffffffu) + (equal < keep_equal ? equal : keep_equal);
+}
+
+/// TopCdf (topcdf.hpp, steps 2-6 with min_keep 1) over the entries taking part, by radix_select: each weighs its
+/// exact fixed-point weight (top_cdf_weight, scale from max_key's weight), the target is top_cdf_target(τ, Z) (τ >= 1:
+/// every entry). The kept entries are top_cdf's, emitted in ascending j.
+template <int kThreads, class Emit>
+__device__ int top_cdf_select(const std::uint32_t* keys, int n, std::uint32_t max_key, float tau, bool include_crossing,
+                              RadixSelectShared<kThreads>& s, Emit emit) {
+  const int scale = max_key != 0 ? top_cdf_scale(select_key_weight(max_key)) : 0;
+  return radix_select(
+      keys, n, max_key, [scale](std::uint32_t k) { return top_cdf_weight(select_key_weight(k), scale); },
+      [tau, include_crossing](std::uint64_t total) {
+        return tau >= 1.0f ? total + 1 : top_cdf_target(tau, total, include_crossing);
+      },
+      include_crossing, s, emit);
+}
+
+/// The k >= 1 first entries taking part in the selection order (all of them when fewer), by radix_select with unit
+/// weights: the entries a sort of their selection keys would list first, emitted in ascending j.
+template <int kThreads, class Emit>
+__device__ int top_k_select(const std::uint32_t* keys, int n, std::uint32_t max_key, std::int64_t k,
+                            RadixSelectShared<kThreads>& s, Emit emit) {
+  return radix_select(
+      keys, n, max_key, [](std::uint32_t) { return std::uint64_t{1}; },
+      [k](std::uint64_t) { return static_cast<std::uint64_t>(k); }, true, s, emit);
 }
 
 /// Calls emit(at, j) for the indices j < n with keep[j] != 0, at = 0, 1, … in ascending j; returns their count (to

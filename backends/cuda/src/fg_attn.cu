@@ -117,8 +117,8 @@ struct SelectArgs {
 };
 
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
-  extern __shared__ std::uint32_t weight_bits[];  // tk: the row's selection weights (float bits)
-  __shared__ detail::TopCdfSelectShared<kSelectThreads> select;
+  extern __shared__ std::uint32_t keys[];  // tk: the row's select keys
+  __shared__ detail::RadixSelectShared<kSelectThreads> select;
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
   const int i = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / a.heads_q;
@@ -143,9 +143,10 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   if (fg_attn::keep_all_tiles(finite != 0, a.top_p)) {  // dense fallback (NaN/Inf inputs) or p >= 1
     for (int j = threadIdx.x; j < reach; j += kSelectThreads) out[j] = j;
   } else {
-    const std::uint32_t max_bits = detail::store_weight_bits(
-        reach, [&](int j) { return selection_weight(x[j], m); }, weight_bits, reinterpret_cast<std::uint32_t*>(iscratch));
-    count = detail::top_cdf_select(weight_bits, reach, max_bits, a.top_p, true, select,
+    const std::uint32_t max_key = detail::store_select_keys(
+        reach, [&](int j) { return detail::select_key(selection_weight(x[j], m)); }, keys,
+        reinterpret_cast<std::uint32_t*>(iscratch));
+    count = detail::top_cdf_select(keys, reach, max_key, a.top_p, true, select,
                                    [&](int at, int j) { out[at] = j; });
   }
   if (threadIdx.x == 0) a.row_end[row] = slot + count;

@@ -1,12 +1,13 @@
 // SpargeAttn Stage 1 on the GPU (research/spargeattn.md §3; the rules: spattn/methods/sparge.hpp), with the
 // reference's bits: every fp32 value is computed in the core's fixed order (pooling.hpp's column means,
-// sparge::row_inv_norm / unit_sum / similarity_of, dot_lane + combine_lanes8 scores, exp2_det weights, top_cdf_count on the
-// sorted row), this file compiled with --fmad=false. Three kernels, all on the caller's stream:
+// sparge::row_inv_norm / unit_sum / similarity_of, dot_lane + combine_lanes8 scores, exp2_det weights, TopCdf's exact
+// fixed-point sums), this file compiled with --fmad=false. Three kernels, all on the caller's stream:
 //   1. chunk_sum + sequence_mean (estimator_kernels.cuh): the mean key of each (batch, KV head) in pooling.hpp's blocked
 //      order (chunk sums in parallel, then their sum), one thread per column;
 //   2. pool (twice): per block of rows, its mean and self-similarity (keys centred by 1.); one CTA per block;
 //   3. select: per (batch, query head, query block) — one CTA — pooled scores, candidates and forced blocks, the
-//      selection order as a bitonic sort of (weight, index) keys, top-k or TopCdf, diagonal and sink blocks; the
+//      top-k or TopCdf of the selection order by a radix select (detail::top_k_select / top_cdf_select: no sort of the
+//      row; the same blocks as a sort of (weight, index) keys), diagonal and sink blocks; the
 //      kept blocks are written in ascending order into the row's slot of the DeviceTileMask.
 // Workspace (allocated once per shape): means [B·H·T·D] and similarities [B·H·T] of query and key blocks, plus
 // the mean key per KV head: O(B·H·(N/block)·D) floats; the mask holds B·Hq·Tq·Tk tile slots.
@@ -50,14 +51,12 @@ struct SelectArgs {
 };
 
 // keep[] bits: 1 = kept, 2 = candidate of the selection.
-template <int kItems>  // the sort's keys per thread (detail::sort_items), 0: block_sort
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   extern __shared__ std::uint64_t dyn[];
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
   __shared__ unsigned long long scan[32];
-  __shared__ int cut;
-  __shared__ unsigned long long total;
+  __shared__ detail::RadixSelectShared<kSelectThreads> select;
   std::uint64_t* keys = dyn;                                // sort_keys
   float* x = reinterpret_cast<float*>(keys + a.sort_keys);  // sort_keys: scores
   float* qm = x + a.sort_keys;                              // d
@@ -109,17 +108,17 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
   m = detail::block_reduce(m, [](float u, float v) { return fmaxf(u, v); }, fscratch);
   candidates = detail::block_reduce(candidates, [](int u, int v) { return u + v; }, iscratch);
   if (sparge::scores_usable(candidates, m)) {
-    for (int j = threadIdx.x; j < a.sort_keys; j += blockDim.x)
-      keys[j] = j < blocks_k && (keep[j] & 2) ? detail::selection_key(selection_weight(x[j], m), j) : detail::kNoKey;
-    int kept = 0;
+    auto* sel = reinterpret_cast<std::uint32_t*>(keys);  // the candidates' select keys (0: no candidate)
+    const std::uint32_t max_key = detail::store_select_keys(
+        blocks_k, [&](int j) { return keep[j] & 2 ? detail::select_key(selection_weight(x[j], m)) : 0u; }, sel,
+        reinterpret_cast<std::uint32_t*>(iscratch));
+    const auto mark = [&](int, int j) { keep[j] |= 1; };
     if (a.topk > 0.0f) {
-      detail::sort_indexed<kSelectThreads, kItems>(keys, a.sort_keys);
       const std::int64_t kk = sparge::topk_count(a.topk, reach);
-      kept = static_cast<int>(kk < candidates ? kk : candidates);
+      detail::top_k_select(sel, blocks_k, max_key, kk, select, mark);
     } else {
-      kept = detail::top_cdf_sorted<kSelectThreads, kItems>(keys, a.sort_keys, candidates, a.tau[h], 1, false, &total, &cut);
+      detail::top_cdf_select(sel, blocks_k, max_key, a.tau[h], false, select, mark);
     }
-    for (int t = threadIdx.x; t < kept; t += blockDim.x) keep[detail::key_index(keys[t])] |= 1;
   } else if (candidates > 0) {  // non-finite pooled scores: the row keeps every block
     for (int j = threadIdx.x; j < reach; j += blockDim.x) keep[j] |= 1;
   }
@@ -191,11 +190,9 @@ class SpargeEstimator final : public DeviceEstimator {
     check(cudaFuncSetAttribute(detail::chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(detail::chunk_bytes(d))),
           "shared memory");
-    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
-      check(cudaFuncSetAttribute(select_kernel<items()>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(select_bytes(sort_keys_, d))),
-            "shared memory");
-    });
+    check(cudaFuncSetAttribute(select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(select_bytes(sort_keys_, d))),
+          "shared memory");
   }
 
   template <class T>
@@ -235,9 +232,7 @@ class SpargeEstimator final : public DeviceEstimator {
     a.row_begin = mask.row_begin();
     a.row_end = mask.row_end();
     a.tiles = mask.tiles();
-    detail::with_sort_items<kSelectThreads>(sort_keys_, [&](auto items) {
-      select_kernel<items()><<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_, d), stream>>>(a);
-    });
+    select_kernel<<<dim3(tq, bq * hq), kSelectThreads, select_bytes(sort_keys_, d), stream>>>(a);
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
   }
