@@ -277,7 +277,8 @@ __device__ std::uint32_t store_select_keys(int n, KeyOf key_of, std::uint32_t* k
 /// Shared memory of radix_select for blocks of kThreads threads.
 template <int kThreads>
 struct RadixSelectShared {
-  unsigned long long bucket[256];  ///< a radix pass's weight per digit
+  unsigned part[3][256];           ///< a radix pass's weight per digit, in three 14-bit parts (radix_select)
+  unsigned long long bucket[256];  ///< the weight per digit
   unsigned long long warp_sums[32];
   unsigned long long remaining;
   std::uint32_t prefix;
@@ -285,7 +286,7 @@ struct RadixSelectShared {
 };
 
 /// A cut of the selection order (weight descending, ties by ascending index) by a radix select, without sorting, in
-/// a block of kThreads threads. keys[0, n) are select_key's (0: no part), in index order; max_key the largest. Each
+/// a block of kThreads threads. keys[0, n) (n < 2^18) are select_key's (0: no part), in index order; max_key the largest. Each
 /// entry taking part has an integer weight(key) (below 2^41, the total Z below 2^64); the cut is the entry at the
 /// first position whose prefix of weights reaches target_of(Z) (target_of(Z) > Z: none, every entry taking part is
 /// kept; 0: the first). Kept: the entries before the cut, and the cut itself when include_crossing (topcdf.hpp's
@@ -302,26 +303,27 @@ __device__ int radix_select(const std::uint32_t* keys, int n, std::uint32_t max_
   // The first digit's weights give Z; warp 0 reads the target and where it falls.
   std::uint32_t prefix = 0, mask = 0;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int d = threadIdx.x; d < 256; d += kThreads) s.bucket[d] = 0;
+    for (int d = threadIdx.x; d < 256; d += kThreads) s.part[0][d] = s.part[1][d] = s.part[2][d] = 0;
     __syncthreads();
-    // Lanes of a warp with the same digit add their weights first (most weights fall in a few digits: one shared
-    // atomic per digit and warp step, not per entry). A weight is below 2^41: two 21-bit halves, each summed over
-    // at most 32 lanes without overflow. After the first pass few entries match the prefix: a warp none of whose
-    // lanes does skips the step.
+    // A weight (below 2^41) is added as three 14-bit parts by 32-bit shared atomics, native adds (a 64-bit shared
+    // atomic is a compare-and-swap loop, and a warp's sum per digit by __reduce_add_sync over a divergent mask loops
+    // once per distinct digit); each part's sum over n < 2^18 entries stays below 2^32. After the first pass few
+    // entries match the prefix: a warp none of whose lanes does skips the step.
     for (int base = 0; base < n; base += kThreads) {
       const int j = base + static_cast<int>(threadIdx.x);
       const std::uint32_t b = j < n ? keys[j] : 0u;
       const std::uint64_t w = b != 0u && (b & mask) == prefix ? weight(b) : 0;
-      if (__ballot_sync(0xffffffffu, w != 0) == 0u) continue;
-      const unsigned digit = w != 0 ? (b >> shift) & 255u : 256u;  // 256: adds nothing
-      const unsigned peers = __match_any_sync(0xffffffffu, digit);
-      if (digit != 256u) {
-        const unsigned low = __reduce_add_sync(peers, static_cast<unsigned>(w & 0x1fffffu));
-        const unsigned high = __reduce_add_sync(peers, static_cast<unsigned>(w >> 21));
-        if (lane == __ffs(peers) - 1)
-          atomicAdd(&s.bucket[digit], (static_cast<unsigned long long>(high) << 21) + low);
+      if (w != 0) {
+        const unsigned digit = (b >> shift) & 255u;
+        atomicAdd(&s.part[0][digit], static_cast<unsigned>(w & 0x3fffu));
+        atomicAdd(&s.part[1][digit], static_cast<unsigned>((w >> 14) & 0x3fffu));
+        atomicAdd(&s.part[2][digit], static_cast<unsigned>(w >> 28));
       }
     }
+    __syncthreads();
+    for (int d = threadIdx.x; d < 256; d += kThreads)
+      s.bucket[d] = s.part[0][d] + (static_cast<unsigned long long>(s.part[1][d]) << 14) +
+                    (static_cast<unsigned long long>(s.part[2][d]) << 28);
     __syncthreads();
     if (threadIdx.x < 32) {  // lane l: digits 255 − 8l down to 248 − 8l, the selection order's way
       std::uint64_t sum = 0;

@@ -82,8 +82,9 @@ SPATTN_INLINE TopCdfSplit top_cdf_split(float x) {
 SPATTN_INLINE int top_cdf_scale(float max) {
   const TopCdfSplit m = top_cdf_split(max);
   if (m.sig == 0) return 0;
-  int top = 0;  // index of sig's leading bit
-  while ((m.sig >> (top + 1)) != 0) ++top;
+  int top = 0;  // index of sig's leading bit (sig < 2^24): a binary search, five steps
+  for (int step = 16; step > 0; step >>= 1)
+    if ((m.sig >> (top + step)) != 0) top += step;
   return 40 - (m.exp + top);
 }
 /// Step 4's weight of an entry p (finite, 0 <= p <= the row's max) under the row's scale: ⌊p · 2^scale⌋, exactly.
