@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <type_traits>
 
 #include "spattn/methods/sparge.hpp"
 #include "spattn/pooling.hpp"
@@ -149,7 +148,8 @@ __global__ void sequence_mean_kernel(const float* partial, Seqs seqs, bool is_q,
         sequence_mean([&](std::int64_t t) { return partial[(static_cast<std::int64_t>(bh) * chunks + t) * d + c]; }, n);
 }
 
-/// Limits of the estimators' select kernels: keys one row sorts in shared memory, and the shared memory of one block.
+/// Limits of the estimators' select kernels: keys one row holds in shared memory (radix_select's, or BFLA's sort of its
+/// top-k floor), and the shared memory of one block.
 constexpr int kMaxSortKeys = 16384;
 constexpr int kMaxSharedBytes = 227 * 1024;
 
@@ -173,9 +173,7 @@ __device__ V block_reduce(V v, Op op, V* scratch) {
   return v;
 }
 
-// The selection order's 64-bit keys are the core's (spattn/topcdf.hpp).
-using spattn::selection_key;
-__device__ __forceinline__ float key_value(std::uint64_t key) { return selection_key_weight(key); }
+// The selection order's 64-bit keys (BFLA's top-k floor sorts them) are the core's (spattn/topcdf.hpp).
 __device__ __forceinline__ int key_index(std::uint64_t key) { return selection_key_index(key); }
 constexpr std::uint64_t kNoKey = kNoSelectionKey;  ///< after every key
 using spattn::signed_selection_key;

@@ -428,7 +428,7 @@ std::vector<std::string> fg_attn_not_supported_reasons(const fg_attn::Config& c,
   if (p.heads_q % p.heads_kv != 0) why.push_back("the CUDA FG-Attn estimator needs heads_q a multiple of heads_kv");
   const int keys = detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1));
   if (keys > detail::kMaxSortKeys)
-    why.push_back("the CUDA FG-Attn estimator sorts at most 16384 key tiles per row (longer sequences: a larger tile_k)");
+    why.push_back("the CUDA FG-Attn estimator selects over at most 16384 key tiles per row (longer sequences: a larger tile_k)");
   if (detail::pool_bytes(std::max(c.tile_q, c.tile_k), p.head_dim) > detail::kMaxSharedBytes ||
       logits_bytes(p.head_dim) > detail::kMaxSharedBytes || select_bytes(keys) > detail::kMaxSharedBytes)
     why.push_back("the CUDA FG-Attn estimator's tiles (tile × head_dim) do not fit in shared memory");

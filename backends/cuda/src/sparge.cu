@@ -257,7 +257,7 @@ std::vector<std::string> sparge_not_supported_reasons(const sparge::Config& c, c
   if (p.head_dim % 8 != 0) why.push_back("the CUDA SpargeAttn estimator needs head_dim a multiple of 8");
   if (p.head_dim > 1024) why.push_back("the CUDA SpargeAttn estimator takes head_dim <= 1024");
   if (detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)) > detail::kMaxSortKeys)
-    why.push_back("the CUDA SpargeAttn estimator sorts at most 16384 key blocks per row (longer sequences: a larger block_k)");
+    why.push_back("the CUDA SpargeAttn estimator selects over at most 16384 key blocks per row (longer sequences: a larger block_k)");
   if (detail::pool_bytes(std::max(c.block_q, c.block_k), p.head_dim) > detail::kMaxSharedBytes ||
       select_bytes(detail::pow2_at_least(std::max<std::int64_t>(shape.num_k_tiles(), 1)), p.head_dim) > detail::kMaxSharedBytes)
     why.push_back("the CUDA SpargeAttn estimator's blocks (block × head_dim) do not fit in shared memory");
