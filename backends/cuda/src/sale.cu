@@ -17,11 +17,10 @@
 //      per-key bias qmk_j = dot_lanes8(μ_q, k'_j) of every query head of the GQA group (the core's fixed order);
 //   4. Q': per 64-row block of a (batch, query head), q' = q − μ_q, the groups of rows 16a+r / 16a+r+8, codes and scales
 //      bit-identical to reference::sale_quantize_q; the state correction of step 2;
-//   5. candidates: per (batch, 64-row query block, up to 4 query heads of one KV head) — one CTA, 4 warps of 16 rows per
-//      head — the candidate key blocks [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales in a
-//      three-stage cp.async pipeline, shared by the CTA's heads). Integer products on the tensor cores with mma.sync
-//      m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
-//      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per head's
+//   5. candidates: per (batch, query head, 64-row query block) — one CTA, 4 warps of 16 rows — the candidate key blocks
+//      [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales in a two-stage cp.async pipeline).
+//      Integer products on the tensor cores with mma.sync m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
+//      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per
 //      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). int4 codes off Hopper
 //      (sm80/sm89, the paper's kernel): steps 3 and 4 also write them two per byte, and the mma.sync kernel runs
 //      m16n8k64 s4 on them — half the bytes and half the mma of the s8 path (twice the int8 rate on those GPUs), the
@@ -48,8 +47,8 @@
 // Cost, and why no kernel of it reaches 5 % of dense attention on Hopper (H100, causal, Hq 32, Hkv 8, D 128, 128K): the
 // candidates are ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the
 // causal Q·Kᵀ itself; at the int8 mma.sync rate (≈ 0.5 of the 1979 TOPS dense peak) that alone is ≈ 70 ms. The K codes
-// stream from L2 once per CTA (4 query heads share them): ≈ 1.2 KB per head and block pair, ≈ 160 GB at 128K (≈ 30 ms
-// at L2 bandwidth, overlapped by the cp.async pipeline). SALE's estimate is a quantized Q·Kᵀ over every candidate
+// stream from L2 once per CTA: ≈ 4.3 KB per head and block pair, ≈ 580 GB at 128K (overlapped by the cp.async
+// pipeline; four heads per CTA read a quarter of that, and were slower: see kCandidateThreads). SALE's estimate is a quantized Q·Kᵀ over every candidate
 // block: int8 runs at 2× the bf16 rate here, while the authors' int4 selection pass (10–13 % of FA2) ran on an RTX
 // 4090, where int4 runs at 4× fp16.
 // Measured 2026-11-24 on an H100 (llm workload; bench/results/gpu-pipeline.md, "SALE: the bias folded into the
@@ -90,18 +89,17 @@ using detail::with_head_dim;
 constexpr int kBQ = sale::kBlockQ, kBK = sale::kBlockK, kSeg = sale::kSegment;
 constexpr int kQuantThreads = 128;
 constexpr int kChunkKeys = kSeg * kBK;  ///< keys per candidate-kernel step: one segment of 4 blocks
-/// Segments in shared memory: the one being scored, the next one arriving, and the one after it being requested —
-/// so a segment's buffer is refilled only after the barrier that every warp passes once it has scored it.
-constexpr int kStages = 3;
-constexpr int kWarpsPerHead = kBQ / 16;  ///< 4 warps of 16 rows per query head
-
-/// Heads per candidate CTA: the most of 4, 2, 1 that divides the GQA ratio (they share the K codes). (Three heads for
-/// a ratio of 3 measured no faster than one on an H100: bench/results/gpu-pipeline.md, 2026-11-28.)
-int heads_per_cta(std::int64_t ratio) {
-  for (int h : {4, 2, 1})
-    if (ratio % h == 0) return h;
-  return 1;
-}
+/// Segments in shared memory: the one being scored and the next one arriving (requested at the top of the step
+/// before, after the barrier that every warp passes once it has scored the segment whose stage it refills). Two
+/// stages, not three, so that four 128-thread CTAs fit an SM (with __launch_bounds__ capping the registers at 128):
+/// measured on an H200, 16 warps an SM instead of 12 cut the estimate at Hq 6 / Hkv 2 by 15 %
+/// (bench/results/gpu-pipeline.md, 2026-11-29).
+constexpr int kStages = 2;
+/// The candidate kernel: one query head and 64-row block per CTA, 4 warps of 16 rows, built for 4 CTAs an SM (16 warps,
+/// 128 registers a thread at most). Several heads of one KV head per CTA (sharing the K codes) were faster while an SM
+/// held 12 warps of one head; with 16, one head per CTA is 7–8 % faster at a GQA ratio of 4 and 31 % at 2 (H200,
+/// bench/results/gpu-pipeline.md, 2026-11-29).
+constexpr int kCandidateThreads = 128, kCandidateBlocksPerSm = 4;
 
 /// The sink-local mask (64 × 32 tiles, per query head): per query block with candidates, key block 0 and the local
 /// blocks [candidate_end(S), n_max); rows without candidates need no statistics (empty).
@@ -412,21 +410,11 @@ constexpr int row_bytes() { return kInt4 ? D / 2 : D; }
 /// swizzle of sm90.cuh (16-byte piece c of row r at piece c ^ (r % 8)), tiles 1024-byte aligned (the 1024 extra bytes).
 template <int R, bool kWgmma>
 constexpr int code_ld() { return kWgmma ? R : R + 16; }
-template <int D, int HPC, bool kWgmma, bool kInt4>
+template <int D, bool kWgmma, bool kInt4>
 constexpr std::size_t candidate_bytes() {
   constexpr int kLd = code_ld<row_bytes<D, kInt4>(), kWgmma>();
-  return static_cast<std::size_t>(HPC * kBQ * kLd + kStages * kChunkKeys * kLd) +
-         static_cast<std::size_t>(kStages * (HPC + 1) * kChunkKeys) * sizeof(float) + (kWgmma ? 1024 : 0);
-}
-
-/// segs[head] for a run-time head, without indexing the array (it stays in registers).
-template <int HPC>
-__device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HPC], int head) {
-  std::int64_t v = 0;
-#pragma unroll
-  for (int hh = 0; hh < HPC; ++hh)
-    if (hh == head) v = segs[hh];
-  return v;
+  return static_cast<std::size_t>(kBQ * kLd + kStages * kChunkKeys * kLd) +
+         static_cast<std::size_t>(kStages * 2 * kChunkKeys) * sizeof(float) + (kWgmma ? 1024 : 0);
 }
 
 /// The candidate kernel's loads of segment s (key blocks 1 + 4s … 4 + 4s) into stage buf: each thread copies the same
@@ -434,13 +422,13 @@ __device__ __forceinline__ std::int64_t segment_of(const std::int64_t (&segs)[HP
 /// row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte piece of the K scales or of
 /// one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail). The addresses are set once by the kernel;
 /// a segment only adds its first key.
-template <int kRowBytes, int kLd, int kThreads, int HPC>
+template <int kRowBytes, int kLd, int kThreads>
 struct SegmentLoads {
   static constexpr int kPieces = kRowBytes / 16, kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
   static constexpr int kRounds = (kChunkKeys + kRowStep - 1) / kRowStep;  // 1 when a pass covers the chunk (int4, D = 64)
   /// Rows whose pieces do not divide the threads (D = 96: 6 pieces, padded rows only): each piece at its own address.
   static constexpr bool kGeneric = kThreads % kPieces != 0;
-  static_assert((kGeneric || kRowStep % 8 == 0) && (HPC + 1) * kScalePieces <= kThreads);
+  static_assert((kGeneric || kRowStep % 8 == 0) && 2 * kScalePieces <= kThreads);
   const std::int8_t* kc;     ///< the (batch, KV head)'s codes: the source of zero-filled copies
   const std::int8_t* k_src;  ///< the thread's piece of its first row in segment 0's key 0
   const float* sc_src;       ///< the thread's piece of the K scales or of a head's qmk (has_scale_piece)
@@ -482,17 +470,16 @@ struct SegmentLoads {
   }
 };
 
-/// Step 5: query block (longest rows first) of batch b, query heads [h0, h0 + HPC) of one KV head. Warp w takes rows
-/// 16·(w % 4) … + 15 of head w / 4 (warpgroup w / 4 the head's 64 rows). mma.sync (kWgmma false): the warp's Q codes
-/// stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time. wgmma (sm_90a, D = 128): the
-/// warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key half at a time, the other
-/// warpgroups' decisions overlapping them. Its helpers: SegmentLoads (the K side of a segment), block_margin (a warp's
+/// Step 5: query block (longest rows first) of batch b and query head h. Warp w takes rows 16·w … + 15. mma.sync
+/// (kWgmma false): the warp's Q codes stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time.
+/// wgmma (sm_90a, D = 128): the warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key
+/// half at a time, the other CTAs' decisions overlapping them. Its helpers: SegmentLoads (the K side of a segment), block_margin (a warp's
 /// decision of one block). The products and the mask-row tails stay in the kernel: moved into functions, they changed
 /// the sm_90a code (checked by comparing cubins), which this split was not to do.
 /// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
 /// bytes and half the instructions of the s8 path, the same integer products.
-template <int D, int HPC, bool kMargins, bool kWgmma, bool kInt4>
-__global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBuffers w, MaskOut out) {
+template <int D, bool kMargins, bool kWgmma, bool kInt4>
+__global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) candidate_kernel(Geometry g, SaleBuffers w, MaskOut out) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kWgmma) {
     __trap();  // built without sm_90a: the estimator launches this kernel only where use_sm90()
@@ -501,59 +488,47 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
 #endif
   static_assert(!kWgmma || (D == 128 && !kInt4), "the wgmma candidate kernel reads 128-byte int8 code rows");
   constexpr int kRowBytes = row_bytes<D, kInt4>(), kSteps = kRowBytes / 32;  // 32-byte k steps of the mma
-  constexpr int kLd = code_ld<kRowBytes, kWgmma>(), kThreads = 128 * HPC;
+  constexpr int kLd = code_ld<kRowBytes, kWgmma>(), kThreads = kCandidateThreads;
   const std::int8_t* q_codes = kInt4 ? w.q_packed : w.q_codes;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* s_q = smem_raw + (kWgmma ? (1024 - detail::smem_addr(smem_raw) % 1024) % 1024 : 0);  // HPC × 64 rows
-  unsigned char* s_k = s_q + HPC * kBQ * kLd;               // kStages × 128 keys
+  unsigned char* s_q = smem_raw + (kWgmma ? (1024 - detail::smem_addr(smem_raw) % 1024) % 1024 : 0);  // 64 rows
+  unsigned char* s_k = s_q + kBQ * kLd;                       // kStages × 128 keys
   float* s_sk = reinterpret_cast<float*>(s_k + kStages * kChunkKeys * kLd);  // kStages × 128 K scales
-  float* s_qmk = s_sk + kStages * kChunkKeys;                     // kStages × HPC × 128
-  __shared__ float s_thr[HPC][kBQ], s_sq[HPC][kBQ];
-  __shared__ std::int64_t s_vis[HPC][kBQ];
-  __shared__ float s_marg[HPC * kWarpsPerHead][kSeg];
-  __shared__ int s_kept[HPC];
+  float* s_qmk = s_sk + kStages * kChunkKeys;                     // kStages × 128
+  __shared__ float s_thr[kBQ], s_sq[kBQ];
+  __shared__ std::int64_t s_vis[kBQ];
+  __shared__ float s_marg[kBQ / 16][kSeg];
 
   const int blk = g.tq - 1 - static_cast<int>(blockIdx.x);
-  const int per_kv = g.ratio / HPC;
-  const int b = static_cast<int>(blockIdx.y) / (g.heads_kv * per_kv), rest = static_cast<int>(blockIdx.y) % (g.heads_kv * per_kv);
-  const int hkv = rest / per_kv, h0 = hkv * g.ratio + (rest % per_kv) * HPC;
+  const int b = static_cast<int>(blockIdx.y) / g.heads_q, h = static_cast<int>(blockIdx.y) % g.heads_q, hkv = h / g.ratio;
   const std::int64_t nq = g.seqs.len_q(b), nkv = g.seqs.len_kv(b), first = static_cast<std::int64_t>(blk) * kBQ;
+  const std::int64_t bh = static_cast<std::int64_t>(b) * g.heads_q + h, row = bh * g.tq + blk;
   const int tid = threadIdx.x;
-  const auto row_of = [&](int hh) { return (static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.tq + blk; };
   if (first >= nq) {
-    if (tid < HPC) out.row_end[row_of(tid)] = out.row_begin[row_of(tid)];
+    if (tid == 0) out.row_end[row] = out.row_begin[row];
     return;
   }
   const std::int64_t n_max = mask_policy::reachable_tiles<std::int64_t>(blk, kBQ, kBK, nq, nkv, g.seqs.causal);
   const int rows = static_cast<int>(nq - first < kBQ ? nq - first : kBQ);
-  std::int64_t segs[HPC];
-  std::int64_t max_segs = 0;
-#pragma unroll
-  for (int hh = 0; hh < HPC; ++hh) {
-    segs[hh] = sale::candidate_segments(n_max, g.local_blocks, g.tau[h0 + hh]);
-    max_segs = segs[hh] > max_segs ? segs[hh] : max_segs;
+  const std::int64_t segs = sale::candidate_segments(n_max, g.local_blocks, g.tau[h]);
+  if (segs == 0) {  // a dense head, or a short row: every reachable block
+    std::int32_t* o = out.tiles + out.row_begin[row];
+    for (std::int64_t j = tid; j < n_max; j += kThreads) o[j] = static_cast<std::int32_t>(j);
+    if (tid == 0) out.row_end[row] = out.row_begin[row] + n_max;
+    return;
   }
-  // Heads without candidates (dense, or a short row): every reachable block.
-#pragma unroll
-  for (int hh = 0; hh < HPC; ++hh)
-    if (segs[hh] == 0) {
-      std::int32_t* o = out.tiles + out.row_begin[row_of(hh)];
-      for (std::int64_t j = tid; j < n_max; j += kThreads) o[j] = static_cast<std::int32_t>(j);
-      if (tid == 0) out.row_end[row_of(hh)] = out.row_begin[row_of(hh)] + n_max;
-    }
-  if (max_segs == 0) return;
 
   const std::int8_t* kc = (kInt4 ? w.k_packed : w.k_codes) + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * kRowBytes;
   const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
-  using Loads = SegmentLoads<kRowBytes, kLd, kThreads, HPC>;
+  using Loads = SegmentLoads<kRowBytes, kLd, kThreads>;
   constexpr int kPieces = Loads::kPieces;  // 16-byte pieces per code row
   // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
   Loads load;
   {
     const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % Loads::kScalePieces;
-    load.has_scale_piece = tid / Loads::kScalePieces <= HPC;
-    const int which = load.has_scale_piece ? tid / Loads::kScalePieces : 0;  // 0: the K scales; 1 … HPC: qmk of head which − 1
+    load.has_scale_piece = tid / Loads::kScalePieces <= 1;
+    const int which = load.has_scale_piece ? tid / Loads::kScalePieces : 0;  // 0: the K scales; 1: the head's qmk
     load.kc = kc;
     load.nkv = nkv;
     load.k_row0 = k_row0;
@@ -562,38 +537,37 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
     load.k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
     load.k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
     load.sc_src =
-        (which == 0 ? ksc : w.qmk + (static_cast<std::int64_t>(b) * g.heads_q + h0 + which - 1) * g.ldk) + s_piece * 4;
-    load.sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk + (which - 1) * kChunkKeys) + s_piece * 4);
-    load.sc_buf = (which == 0 ? 1 : HPC) * kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
+        (which == 0 ? ksc : w.qmk + bh * g.ldk) + s_piece * 4;
+    load.sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk) + s_piece * 4);
+    load.sc_buf = kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
   }
-  // Q codes of the CTA's heads (rows past the sequence: zeros), with the first segment.
-  for (int p = tid; p < HPC * kBQ * kPieces; p += kThreads) {
-    const int hr = p / kPieces, piece = p % kPieces, hh = hr / kBQ, r = hr % kBQ;
+  // Q codes of the head's rows (rows past the sequence: zeros), with the first segment.
+  const std::int8_t* q_rows = q_codes + (bh * g.seqs.nq + first) * kRowBytes;
+  for (int p = tid; p < kBQ * kPieces; p += kThreads) {
+    const int r = p / kPieces, piece = p % kPieces;
     const bool ok = r < rows;
-    const std::int8_t* src = q_codes + ((static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r) * kRowBytes;
-    detail::cp_async16(detail::smem_addr(s_q + code_at(hr, piece)), ok ? src + piece * 16 : q_codes, ok ? 16 : 0);
+    detail::cp_async16(detail::smem_addr(s_q + code_at(r, piece)), ok ? q_rows + r * kRowBytes + piece * 16 : q_codes,
+                       ok ? 16 : 0);
   }
-  load(0, 0);
-  detail::cp_async_commit();
-  if (max_segs > 1) load(1, 1);
-  detail::cp_async_commit();
-  for (int e = tid; e < HPC * kBQ; e += kThreads) {
-    const int hh = e / kBQ, r = e % kBQ;
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {  // segments 0 … kStages − 2, one commit group each
+    if (st < segs) load(st, st);
+    detail::cp_async_commit();
+  }
+  for (int r = tid; r < kBQ; r += kThreads) {
     if (r < rows) {
-      const std::int64_t at = (static_cast<std::int64_t>(b) * g.heads_q + h0 + hh) * g.seqs.nq + first + r;
-      s_thr[hh][r] = sale::threshold(w.state[at], g.tau[h0 + hh], g.scale_log2);
-      s_sq[hh][r] = w.q_scale[at];
-      s_vis[hh][r] = mask_policy::row_key_end<std::int64_t>(first + r, nq, nkv, g.seqs.causal);
+      const std::int64_t at = bh * g.seqs.nq + first + r;
+      s_thr[r] = sale::threshold(w.state[at], g.tau[h], g.scale_log2);
+      s_sq[r] = w.q_scale[at];
+      s_vis[r] = mask_policy::row_key_end<std::int64_t>(first + r, nq, nkv, g.seqs.causal);
     } else {
-      s_thr[hh][r] = 0.0f;
-      s_sq[hh][r] = 0.0f;
-      s_vis[hh][r] = 0;  // past the sequence: no valid key, never decides
+      s_thr[r] = 0.0f;
+      s_sq[r] = 0.0f;
+      s_vis[r] = 0;  // past the sequence: no valid key, never decides
     }
   }
 
-  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4;
-  const int head = warp / kWarpsPerHead, mrow = (warp % kWarpsPerHead) * 16;
-  const std::int64_t head_segs = segment_of(segs, head);
+  const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4, mrow = warp * 16;
 
   detail::cp_async_wait<0>();
   if constexpr (kWgmma) detail::fence_async_shared();  // the cp.async writes (generic proxy) before wgmma reads them
@@ -603,12 +577,12 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
 #pragma unroll
     for (int ks = 0; ks < kSteps; ++ks) {
       const int q8 = lane / 8;
-      detail::ldmatrix_x4(af[ks], detail::smem_addr(s_q + (head * kBQ + mrow + lane % 8 + (q8 % 2) * 8) * kLd + ks * 32 + (q8 / 2) * 16));
+      detail::ldmatrix_x4(af[ks], detail::smem_addr(s_q + (mrow + lane % 8 + (q8 % 2) * 8) * kLd + ks * 32 + (q8 / 2) * 16));
     }
   const int r0 = mrow + gq, r1 = r0 + 8;  // one Q scale group: the same stored scale
-  const float sq = s_sq[head][r0], thr0 = s_thr[head][r0], thr1 = s_thr[head][r1];
-  const float qmk_bound = __uint_as_float(w.qmk_abs_max[static_cast<std::int64_t>(b) * g.heads_q + h0 + head]);
-  const std::int64_t vis0 = s_vis[head][r0], vis1 = s_vis[head][r1];
+  const float sq = s_sq[r0], thr0 = s_thr[r0], thr1 = s_thr[r1];
+  const float qmk_bound = __uint_as_float(w.qmk_abs_max[bh]);
+  const std::int64_t vis0 = s_vis[r0], vis1 = s_vis[r1];
   // The fast path takes blocks whose every key every valid row of the warp sees: below the smallest such key end.
   std::int64_t vis_min = INT64_MAX;
   if (r0 < rows) vis_min = min(vis0, nkv);
@@ -616,121 +590,115 @@ __global__ void __launch_bounds__(128 * HPC) candidate_kernel(Geometry g, SaleBu
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) vis_min = min(vis_min, static_cast<std::int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(vis_min), o)));
 
-  // The head's first warp appends its kept candidates, ascending, after block 0 (if listed); kept counts them.
-  std::int32_t* const row_out = out.tiles + out.row_begin[row_of(head)] + (out.with_region ? 1 : 0);
+  // Warp 0 appends the kept candidates, ascending, after block 0 (if listed); kept counts them.
+  std::int32_t* const row_out = out.tiles + out.row_begin[row] + (out.with_region ? 1 : 0);
   int kept = 0;
-  for (std::int64_t s = 0; s < max_segs; ++s) {
-    // Segment s has arrived (s + 1 may be in flight); after the barrier every warp has scored s − 1, so its buffer
-    // takes segment s + 2. One commit group per step, empty or not, keeps wait<1> meaning "segment s is here".
-    const int buf = static_cast<int>(s % kStages);
-    detail::cp_async_wait<1>();
+  const int num_segs = static_cast<int>(segs);  // < 2³¹ / 128
+  for (int s = 0, buf = 0; s < num_segs; ++s, buf = buf == kStages - 1 ? 0 : buf + 1) {
+    // Segment s has arrived in stage buf (the next kStages − 2 may be in flight); after the barrier every warp has
+    // scored s − 1, so its stage takes segment s + kStages − 1. One commit group per step, empty or not, keeps
+    // wait<kStages − 2> meaning "segment s is here".
+    detail::cp_async_wait<kStages - 2>();
     if constexpr (kWgmma) detail::fence_async_shared();
     __syncthreads();
-    if (s + 2 < max_segs) load(s + 2, static_cast<int>((s + 2) % kStages));
+    if (s + kStages - 1 < num_segs) load(s + kStages - 1, (buf + kStages - 1) % kStages);
     detail::cp_async_commit();
     const std::int64_t block0 = 1 + kSeg * s;
-    if (s < head_segs) {  // warp-uniform: this head still has candidates
-      const unsigned char* sk = s_k + buf * kChunkKeys * kLd;
-      const float* ksb = s_sk + buf * kChunkKeys;
-      const float* qmb = s_qmk + (buf * HPC + head) * kChunkKeys;
-      // Block c of the segment: the thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit serves both
-      // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that
-      // every valid row of the warp fully sees, a row's largest acc + c_j (c_j the key's folded bias,
-      // sale::folded_bias) is one add-and-max per product (__viaddmax_s32).
-      const auto unit_of = [&](int c) {
-        Unit x;
-        x.skv = ksb[c * kBK + 2 * t4];
-        x.u = sq * x.skv;
-        x.rcp = 1.0f / x.u;
-        x.exact = kMargins || (block0 + c + 1) * kBK > vis_min;  // warp-uniform
-        x.folded = !x.exact && sale::folded_bias_ok(x.rcp, qmk_bound);
-        return x;
-      };
-      const auto decide = [&](int c, Unit x, const int (&acc)[16]) {
-        const ExactRows rr{r0 < rows, r1 < rows, vis0, vis1, nkv, sq, thr0, thr1};
-        const float m = block_margin(x, acc, qmb, c, block0 + c, t4, rr);
-        if (lane == 0) s_marg[warp][c] = m;
-      };
-      if constexpr (kWgmma) {
+    const unsigned char* sk = s_k + buf * kChunkKeys * kLd;
+    const float* ksb = s_sk + buf * kChunkKeys;
+    const float* qmb = s_qmk + buf * kChunkKeys;
+    // Block c of the segment: the thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit serves both
+    // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that
+    // every valid row of the warp fully sees, a row's largest acc + c_j (c_j the key's folded bias,
+    // sale::folded_bias) is one add-and-max per product (__viaddmax_s32).
+    const auto unit_of = [&](int c) {
+      Unit x;
+      x.skv = ksb[c * kBK + 2 * t4];
+      x.u = sq * x.skv;
+      x.rcp = 1.0f / x.u;
+      x.exact = kMargins || (block0 + c + 1) * kBK > vis_min;  // warp-uniform
+      x.folded = !x.exact && sale::folded_bias_ok(x.rcp, qmk_bound);
+      return x;
+    };
+    const auto decide = [&](int c, Unit x, const int (&acc)[16]) {
+      const ExactRows rr{r0 < rows, r1 < rows, vis0, vis1, nkv, sq, thr0, thr1};
+      const float m = block_margin(x, acc, qmb, c, block0 + c, t4, rr);
+      if (lane == 0) s_marg[warp][c] = m;
+    };
+    if constexpr (kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        // The head's warpgroup: blocks 2h, 2h + 1 are the 64 keys of half h, D/32 k32 steps each (32 bytes inside the
-        // swizzled 128-byte rows). One half at a time keeps 32 accumulators per thread: the other warpgroups' decisions
-        // overlap this one's products.
-        // The descriptors' low words: the start address moves by whole 16-byte units (addresses < 2¹⁸: no carry).
-        const std::uint32_t q_lo = detail::smem_desc_lo(detail::smem_addr(s_q + head * kBQ * kLd), 16);
-        const std::uint32_t k_lo = detail::smem_desc_lo(detail::smem_addr(sk), 16);
+      // The warpgroup: blocks 2h, 2h + 1 are the 64 keys of half h, D/32 k32 steps each (32 bytes inside the
+      // swizzled 128-byte rows). One half at a time keeps 32 accumulators per thread: the other warpgroups' decisions
+      // overlap this one's products.
+      // The descriptors' low words: the start address moves by whole 16-byte units (addresses < 2¹⁸: no carry).
+      const std::uint32_t q_lo = detail::smem_desc_lo(detail::smem_addr(s_q), 16);
+      const std::uint32_t k_lo = detail::smem_desc_lo(detail::smem_addr(sk), 16);
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const Unit x0 = unit_of(2 * half), x1 = unit_of(2 * half + 1);
-          int acc0[16], acc1[16];
-          detail::wgmma_fence();
+      for (int half = 0; half < 2; ++half) {
+        const Unit x0 = unit_of(2 * half), x1 = unit_of(2 * half + 1);
+        int acc0[16], acc1[16];
+        detail::wgmma_fence();
 #pragma unroll
-          for (int ks = 0; ks < D / 32; ++ks)
-            detail::wgmma_ss_s8_n64(acc0, acc1, detail::smem_desc_at(q_lo + ks * 32 / 16, 1024),
-                                    detail::smem_desc_at(k_lo + (half * 64 * kLd + ks * 32) / 16, 1024), ks > 0);
-          detail::wgmma_commit();
-          detail::wgmma_wait<0>();
-          decide(2 * half, x0, acc0);
-          decide(2 * half + 1, x1, acc1);
-        }
+        for (int ks = 0; ks < D / 32; ++ks)
+          detail::wgmma_ss_s8_n64(acc0, acc1, detail::smem_desc_at(q_lo + ks * 32 / 16, 1024),
+                                  detail::smem_desc_at(k_lo + (half * 64 * kLd + ks * 32) / 16, 1024), ks > 0);
+        detail::wgmma_commit();
+        detail::wgmma_wait<0>();
+        decide(2 * half, x0, acc0);
+        decide(2 * half + 1, x1, acc1);
+      }
 #endif
-      } else {
+    } else {
 #pragma unroll 1
-        for (int c = 0; c < kSeg; ++c) {
-          const Unit x = unit_of(c);
-          int acc[16] = {};
+      for (int c = 0; c < kSeg; ++c) {
+        const Unit x = unit_of(c);
+        int acc[16] = {};
 #pragma unroll
-          for (int ks = 0; ks < kSteps; ++ks)
+        for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
-            for (int np = 0; np < 2; ++np) {
-              const int q8 = lane / 8;
-              std::uint32_t bf[4];
-              detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
-              if constexpr (kInt4) {
-                mma_s4(acc + 8 * np, af[ks], bf[0], bf[1]);
-                mma_s4(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
-              } else {
-                mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
-                mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
-              }
+          for (int np = 0; np < 2; ++np) {
+            const int q8 = lane / 8;
+            std::uint32_t bf[4];
+            detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
+            if constexpr (kInt4) {
+              mma_s4(acc + 8 * np, af[ks], bf[0], bf[1]);
+              mma_s4(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+            } else {
+              mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
+              mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
             }
-          decide(c, x, acc);
-        }
+          }
+        decide(c, x, acc);
       }
     }
-    if (s < head_segs) {  // the head's 4 warps have written their margins of the segment's blocks
-      detail::named_sync(1 + head, 128);
-      if (warp % kWarpsPerHead == 0) {  // lane c: block c's margin (the max over the warps) and decision
-        float m = -INFINITY;
-        if (lane < kSeg)
-          for (int x = 0; x < kWarpsPerHead; ++x) m = max_of(m, s_marg[head * kWarpsPerHead + x][lane]);
-        const bool keep = lane < kSeg && sale::selected(m);
-        if (w.margins != nullptr && lane < kSeg) w.margins[row_of(head) * g.tk + block0 + lane] = m;
-        const unsigned bits = __ballot_sync(0xffffffffu, keep);
-        if (keep) row_out[kept + __popc(bits & ((1u << lane) - 1u))] = static_cast<std::int32_t>(block0 + lane);
-        kept += __popc(bits);
-      }
+    __syncthreads();  // the 4 warps have written their margins of the segment's blocks
+    if (warp == 0) {  // lane c: block c's margin (the max over the warps) and decision
+      float m = -INFINITY;
+      if (lane < kSeg)
+        for (int x = 0; x < kBQ / 16; ++x) m = max_of(m, s_marg[x][lane]);
+      const bool keep = lane < kSeg && sale::selected(m);
+      if (w.margins != nullptr && lane < kSeg) w.margins[row * g.tk + block0 + lane] = m;
+      const unsigned bits = __ballot_sync(0xffffffffu, keep);
+      if (keep) row_out[kept + __popc(bits & ((1u << lane) - 1u))] = static_cast<std::int32_t>(block0 + lane);
+      kept += __popc(bits);
     }
-    // s_marg is written again only after the next step's barrier, which the deciding warp reaches after reading it.
+    // s_marg is written again only after the next step's barrier, which warp 0 reaches after reading it.
   }
-  if (warp % kWarpsPerHead == 0 && lane == 0) s_kept[head] = kept;
+  __shared__ int s_kept;
+  if (warp == 0 && lane == 0) s_kept = kept;
   detail::cp_async_wait<0>();
   __syncthreads();
   // Block 0 and the local blocks [candidate_end, n_max) around the kept candidates (unless the region was resumed).
-#pragma unroll
-  for (int hh = 0; hh < HPC; ++hh) {
-    if (segs[hh] == 0) continue;
-    std::int32_t* o = out.tiles + out.row_begin[row_of(hh)];
-    if (!out.with_region) {
-      if (tid == 0) out.row_end[row_of(hh)] = out.row_begin[row_of(hh)] + s_kept[hh];
-      continue;
-    }
-    const std::int64_t cand_end = sale::candidate_end(segs[hh]), at = 1 + s_kept[hh];
-    for (std::int64_t j = cand_end + tid; j < n_max; j += kThreads) o[at + j - cand_end] = static_cast<std::int32_t>(j);
-    if (tid == 0) {
-      o[0] = 0;
-      out.row_end[row_of(hh)] = out.row_begin[row_of(hh)] + at + (n_max - cand_end);
-    }
+  std::int32_t* o = out.tiles + out.row_begin[row];
+  if (!out.with_region) {
+    if (tid == 0) out.row_end[row] = out.row_begin[row] + s_kept;
+    return;
+  }
+  const std::int64_t cand_end = sale::candidate_end(segs), at = 1 + s_kept;
+  for (std::int64_t j = cand_end + tid; j < n_max; j += kThreads) o[at + j - cand_end] = static_cast<std::int32_t>(j);
+  if (tid == 0) {
+    o[0] = 0;
+    out.row_end[row] = out.row_begin[row] + at + (n_max - cand_end);
   }
 }
 
@@ -754,7 +722,6 @@ class SaleEstimatorImpl final : public SaleEstimator {
     for (std::int64_t h = 0; h < p.heads_q; ++h) tau.push_back(c.tau_of(h));
     tau_.assign(tau);
     g_.tau = tau_.ptr;
-    hpc_ = heads_per_cta(g_.ratio);
     wgmma_ = p.head_dim == 128 && use_sm90();
     // Hopper runs int4 codes as s8 (its s4 mma is emulated), and so does head_dim 96 (not a whole number of the s4
     // mma's 64-channel steps): the same codes and products.
@@ -857,11 +824,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
       constexpr int D = decltype(d)::value;
       constexpr bool M = decltype(margins)::value;  // the exact margins of every candidate (tests), or decisions only
       constexpr bool W = decltype(wgmma)::value, I = decltype(int4)::value;
-      switch (hpc_) {
-        case 4: return f(candidate_kernel<D, 4, M, W, I>, candidate_bytes<D, 4, W, I>(), 4);
-        case 2: return f(candidate_kernel<D, 2, M, W, I>, candidate_bytes<D, 2, W, I>(), 2);
-        default: return f(candidate_kernel<D, 1, M, W, I>, candidate_bytes<D, 1, W, I>(), 1);
-      }
+      return f(candidate_kernel<D, M, W, I>, candidate_bytes<D, W, I>());
     };
     const auto mma_sync = [&](auto d, auto margins) {
       if constexpr (decltype(d)::value % 64 == 0)  // int4 codes: m16n8k64 steps of 64 channels
@@ -881,7 +844,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     check(cudaFuncSetAttribute(detail::chunk_sum_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(detail::chunk_bytes(p_.head_dim))),
           "shared memory");
-    with_candidate_kernel([](auto kernel, std::size_t bytes, int) {
+    with_candidate_kernel([](auto kernel, std::size_t bytes) {
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "shared memory");
     });
     with_head_dim(p_.head_dim, [](auto dim) {
@@ -927,8 +890,8 @@ class SaleEstimatorImpl final : public SaleEstimator {
       quant_q_kernel<T, D><<<dim3(g_.tq, bq * hq), kQuantThreads, quant_q_bytes(D), stream>>>(qr, g_, w);
     });
     const MaskOut out{mask.row_begin(), mask.row_end(), mask.tiles(), /*with_region*/ o == nullptr};
-    with_candidate_kernel([&](auto kernel, std::size_t bytes, int hpc) {
-      kernel<<<dim3(g_.tq, bq * static_cast<unsigned>(hq / hpc)), 128 * hpc, bytes, stream>>>(g_, w, out);
+    with_candidate_kernel([&](auto kernel, std::size_t bytes) {
+      kernel<<<dim3(g_.tq, bq * hq), kCandidateThreads, bytes, stream>>>(g_, w, out);
     });
     check(cudaGetLastError(), "kernel launch");
     mask.build_work_order(stream);
@@ -942,7 +905,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   const std::int64_t* cu_q_;
   const std::int64_t* cu_kv_;
   Geometry g_{};
-  int hpc_ = 1, q_chunks_ = 1, k_chunks_ = 1;
+  int q_chunks_ = 1, k_chunks_ = 1;
   bool wgmma_ = false;  ///< the sm_90a candidate kernel (use_sm90(), D = 128)
   bool int4_ = false;   ///< int4 codes on the mma.sync kernel: s4 m16n8k64 over packed codes (not on Hopper)
   DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
