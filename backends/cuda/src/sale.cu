@@ -48,14 +48,11 @@
 // candidates are ≈ Hq · Σ_t (2t − 4) ≈ 134M block pairs of 64 × 32 × 128 int8 MACs = 3.5e13 MACs — half the MACs of the
 // causal Q·Kᵀ itself; at the int8 mma.sync rate (≈ 0.5 of the 1979 TOPS dense peak) that alone is ≈ 70 ms. The K codes
 // stream from L2 once per CTA: ≈ 4.3 KB per head and block pair, ≈ 580 GB at 128K (overlapped by the cp.async
-// pipeline; four heads per CTA read a quarter of that, and were slower: see kCandidateThreads). SALE's estimate is a quantized Q·Kᵀ over every candidate
-// block: int8 runs at 2× the bf16 rate here, while the authors' int4 selection pass (10–13 % of FA2) ran on an RTX
-// 4090, where int4 runs at 4× fp16.
-// Measured 2026-11-24 on an H100 (llm workload; bench/results/gpu-pipeline.md, "SALE: the bias folded into the
-// accumulator, and the candidate products on wgmma"): the estimate is 13.6 ms (int8 τ 0.004) / 14.4 ms (int4 τ 0.05)
-// at 32K and 195 / 211 ms at 128K with the wgmma kernel; the mma.sync kernel 14.3 ms (int8, 32K). The candidate kernel
-// is ≈ 90 % of it and issues ≈ 185 instructions per warp and 16 × 32 block at ≈ 0.53 per cycle and scheduler: 128
-// registers, one 512-thread CTA per SM (25 % occupancy), latency-bound.
+// pipeline; four heads per CTA read a quarter of that, and were slower: see kCandidateThreads). SALE's estimate is a
+// quantized Q·Kᵀ over every candidate block: int8 runs at 2× the bf16 rate here, while the authors' int4 selection pass
+// (10–13 % of FA2) ran on an RTX 4090, where int4 runs at 4× fp16. The candidate kernel is ≈ 85 % of the estimate and
+// latency-bound on its per-key epilogue (≈ 12 instructions per product: the folded biases, the maxima, the decisions),
+// not on the tensor cores or memory; its measurements: bench/results/gpu-pipeline.md (SALE sections).
 // SaleBuffers (the workspace): μ (and chunk sums), Q codes B·Hq·Nq·D and K codes B·Hkv·Nkv·D bytes (plus half of
 // that packed, int4 off Hopper), scales, qmk B·Hq·Nkv floats and its max |qmk| per (batch, query head),
 // sink-local states 2·B·Hq·Nq (q·k and q·k'), the sink-local mask; margins (B·Hq·Tq·Tk floats) only for tests (keep_margins).
@@ -97,7 +94,7 @@ constexpr int kChunkKeys = kSeg * kBK;  ///< keys per candidate-kernel step: one
 constexpr int kStages = 2;
 /// The candidate kernel: one query head and 64-row block per CTA, 4 warps of 16 rows, built for 4 CTAs an SM (16 warps,
 /// 128 registers a thread at most). Several heads of one KV head per CTA (sharing the K codes) were faster while an SM
-/// held 12 warps of one head; with 16, one head per CTA is 7–8 % faster at a GQA ratio of 4 and 31 % at 2 (H200,
+/// held 12 warps of one head; with 16, one head per CTA is 7–8 % faster at a GQA ratio of 4 and 6 % at 2 (H200,
 /// bench/results/gpu-pipeline.md, 2026-11-29).
 constexpr int kCandidateThreads = 128, kCandidateBlocksPerSm = 4;
 
