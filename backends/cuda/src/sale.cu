@@ -19,24 +19,24 @@
 //      bit-identical to reference::sale_quantize_q; the state correction of step 2;
 //   5. candidates: per (batch, query head, 64-row query block) — one CTA, 4 warps of 16 rows — the candidate key blocks
 //      [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales in a two-stage cp.async pipeline).
-//      Integer products on the tensor cores with mma.sync m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8 values, so ONE int8 path gives the exact integer
-//      products of both bit widths. On sm_90a (D = 128) the products are wgmma m64n64k32 s8 instead, per
-//      warpgroup and half segment, both operands in shared memory (sm90.cuh's 128-byte swizzle). int4 codes off Hopper
-//      (sm80/sm89, the paper's kernel): steps 3 and 4 also write them two per byte, and the mma.sync kernel runs
-//      m16n8k64 s4 on them — half the bytes and half the mma of the s8 path (twice the int8 rate on those GPUs), the
-//      same products; on Hopper the s4 mma is emulated, so int4 runs as s8 there (SPATTN_CUDA_KERNEL=sm80 forces the
-//      s4 kernel, for its tests). A thread's accumulators hold rows g and g + 8 — one Q scale group — and keys
-//      8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the thread in the reference's key order (bias_units
-//      once per key for both rows), and the margin of a block is the max over the CTA's threads of
-//      GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's float margin, bit for
-//      bit. Without kept margins (the pipeline), a row's largest acc + c_j, c_j its key's folded bias (sale::folded_bias:
-//      the integer nearest qmk_j/u, one fma per key and thread, shared by both rows), is one add-and-max per product
-//      (__viaddmax_s32), and sale::folded_decision decides from it (the estimate lies between
-//      u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its thread's 8 biases are
-//      certified from the reciprocal (sale::folded_bias_exact: then V is GroupMax's own integer max); GroupMax runs
-//      only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the head's max |qmk|,
-//      an atomic max of step 3). The decision is the same. The GroupMax path divides once per thread and block
-//      (sale::bias_units with the unit's reciprocal).
+//      Integer products on the tensor cores with mma.sync m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8
+//      values, so ONE int8 path gives the exact integer products of both bit widths. On sm_90a (D = 128) the products
+//      are wgmma m64n64k32 s8 instead, per warpgroup and half segment, both operands in shared memory (sm90.cuh's
+//      128-byte swizzle). int4 codes off Hopper (sm80/sm89, the paper's kernel): steps 3 and 4 also write them two per
+//      byte, and the mma.sync kernel runs m16n8k64 s4 on them — half the bytes and half the mma of the s8 path (twice
+//      the int8 rate on those GPUs), the same products; on Hopper the s4 mma is emulated, so int4 runs as s8 there
+//      (SPATTN_CUDA_KERNEL=sm80 forces the s4 kernel, for its tests). A thread's accumulators hold rows g and g + 8 —
+//      one Q scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the
+//      thread in the reference's key order (bias_units once per key for both rows), and the margin of a block is the
+//      max over the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the
+//      reference's float margin, bit for bit. Without kept margins (the pipeline), a row's largest acc + c_j, c_j its
+//      key's folded bias (sale::folded_bias: the integer nearest qmk_j/u, one fma per key and thread, shared by both
+//      rows), is one add-and-max per product (__viaddmax_s32), and sale::folded_decision decides from it (the estimate
+//      lies between u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its thread's 8
+//      biases are certified from the reciprocal (sale::folded_bias_exact: then V is GroupMax's own integer max);
+//      GroupMax runs only for the rest, for tail blocks, or when the guard fails (sale::folded_bias_ok against the
+//      head's max |qmk|, an atomic max of step 3). The decision is the same. The GroupMax path divides once per thread
+//      and block (sale::bias_units with the unit's reciprocal).
 //      sale::selected decides; the row is written ascending — block 0, the kept candidates, the local blocks (resumed:
 //      the kept candidates only) — into the DeviceTileMask, and build_work_order follows.
 // Bit-identical to the reference: codes, scales, qmk, and every margin and decision GIVEN the sink-local states (tests/
@@ -96,7 +96,7 @@ constexpr int kStages = 2;
 /// 128 registers a thread at most). Several heads of one KV head per CTA (sharing the K codes) were faster while an SM
 /// held 12 warps of one head; with 16, one head per CTA is 7–8 % faster at a GQA ratio of 4 and 6 % at 2 (H200,
 /// bench/results/gpu-pipeline.md, 2026-11-29).
-constexpr int kCandidateThreads = 128, kCandidateBlocksPerSm = 4;
+constexpr int kCandidateWarps = kBQ / 16, kCandidateThreads = 32 * kCandidateWarps, kCandidateBlocksPerSm = 4;
 
 /// The sink-local mask (64 × 32 tiles, per query head): per query block with candidates, key block 0 and the local
 /// blocks [candidate_end(S), n_max); rows without candidates need no statistics (empty).
@@ -470,9 +470,9 @@ struct SegmentLoads {
 /// Step 5: query block (longest rows first) of batch b and query head h. Warp w takes rows 16·w … + 15. mma.sync
 /// (kWgmma false): the warp's Q codes stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time.
 /// wgmma (sm_90a, D = 128): the warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key
-/// half at a time, the other CTAs' decisions overlapping them. Its helpers: SegmentLoads (the K side of a segment), block_margin (a warp's
-/// decision of one block). The products and the mask-row tails stay in the kernel: moved into functions, they changed
-/// the sm_90a code (checked by comparing cubins), which this split was not to do.
+/// half at a time, the other CTAs' decisions overlapping them. Its helpers: SegmentLoads (the K side of a segment),
+/// block_margin (a warp's decision of one block). The products and the mask-row tails stay in the kernel: moved into
+/// functions, they changed the sm_90a code (checked by comparing cubins), which this split was not to do.
 /// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
 /// bytes and half the instructions of the s8 path, the same integer products.
 template <int D, bool kMargins, bool kWgmma, bool kInt4>
@@ -494,7 +494,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   float* s_qmk = s_sk + kStages * kChunkKeys;                     // kStages × 128
   __shared__ float s_thr[kBQ], s_sq[kBQ];
   __shared__ std::int64_t s_vis[kBQ];
-  __shared__ float s_marg[kBQ / 16][kSeg];
+  __shared__ float s_marg[kCandidateWarps][kSeg];
 
   const int blk = g.tq - 1 - static_cast<int>(blockIdx.x);
   const int b = static_cast<int>(blockIdx.y) / g.heads_q, h = static_cast<int>(blockIdx.y) % g.heads_q, hkv = h / g.ratio;
@@ -625,8 +625,8 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
     if constexpr (kWgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       // The warpgroup: blocks 2h, 2h + 1 are the 64 keys of half h, D/32 k32 steps each (32 bytes inside the
-      // swizzled 128-byte rows). One half at a time keeps 32 accumulators per thread: the other warpgroups' decisions
-      // overlap this one's products.
+      // swizzled 128-byte rows). One half at a time keeps 32 accumulators per thread: the other CTAs' decisions overlap
+      // this one's products.
       // The descriptors' low words: the start address moves by whole 16-byte units (addresses < 2¹⁸: no carry).
       const std::uint32_t q_lo = detail::smem_desc_lo(detail::smem_addr(s_q), 16);
       const std::uint32_t k_lo = detail::smem_desc_lo(detail::smem_addr(sk), 16);
@@ -672,7 +672,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
     if (warp == 0) {  // lane c: block c's margin (the max over the warps) and decision
       float m = -INFINITY;
       if (lane < kSeg)
-        for (int x = 0; x < kBQ / 16; ++x) m = max_of(m, s_marg[x][lane]);
+        for (int x = 0; x < kCandidateWarps; ++x) m = max_of(m, s_marg[x][lane]);
       const bool keep = lane < kSeg && sale::selected(m);
       if (w.margins != nullptr && lane < kSeg) w.margins[row * g.tk + block0 + lane] = m;
       const unsigned bits = __ballot_sync(0xffffffffu, keep);
