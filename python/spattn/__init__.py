@@ -294,30 +294,71 @@ def _current_stream(q):
     return stream or _LEGACY_DEFAULT_STREAM  # 0 (the legacy default stream) is 1 in DLPack
 
 
+def _workspace(workspace, q):
+    """(device pointer, bytes) of a caller's workspace: a contiguous torch or CuPy array on q's CUDA device."""
+    library = _library(workspace)
+    if _device(workspace, "workspace") != _device(q, "q"):
+        raise Error(f"workspace: on device {_device(workspace, 'workspace')}, q on {_device(q, 'q')}: the workspace "
+                    "must be CUDA memory of q's device")
+    if library == "torch":
+        if not workspace.is_contiguous():
+            raise Error("workspace: must be contiguous")
+        return workspace.data_ptr(), workspace.numel() * workspace.element_size()
+    if library == "cupy":
+        if not workspace.flags.c_contiguous:
+            raise Error("workspace: must be contiguous")
+        return workspace.data.ptr, workspace.nbytes
+    raise Error(f"workspace: expected a torch or CuPy array, got {type(workspace).__name__}")
+
+
 class Plan:
     """A method end to end on the GPU for one problem shape (spattn::cuda::Plan): the constructor allocates once,
     run() enqueues estimate -> attend on the caller's current stream without allocating or synchronising, so it can
-    be captured in a CUDA graph. Needs spattn built with CUDA (spattn.has_cuda)."""
+    be captured in a CUDA graph. Needs spattn built with CUDA (spattn.has_cuda).
 
-    def __init__(self, q, k, v, *, method, causal=False, scale=None, layout="bhnd", **config):
+    q, k, v give the shapes (and dtype) every run takes; the options are sparse_attention()'s: a variable-length batch
+    (cu_seqlens_q / cu_seqlens_k, fixed for the plan), return_lse=True (run() returns (out, lse); the LSE lives in
+    one array of the plan that every run overwrites). workspace=: device memory of the caller's (a contiguous torch or
+    CuPy array on q's device of at least Plan.required_bytes(...) bytes, 256-byte aligned: torch.empty(n,
+    dtype=torch.uint8, device=q.device) is) from which every device buffer of the plan is carved instead of being
+    allocated; the plan keeps a reference to it and nothing else may use it while the plan lives."""
+
+    def __init__(self, q, k, v, *, method, causal=False, scale=None, layout="bhnd", cu_seqlens_q=None,
+                 cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False, workspace=None,
+                 **config):
         if not has_cuda:
             raise Error("Plan: spattn was built without CUDA (configure with -DSPATTN_ENABLE_CUDA=ON)")
-        self._layout = layout
+        self._batch = _Batch(layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+        self._workspace = workspace  # kept alive as long as the plan
         with _on_device_of(q):
-            self._plan = _spattn.Plan(method, q, k, v, causal, scale, layout, config)
+            call = self._batch.call(q, stream=-1)  # only the shapes are read: no synchronisation
+            self._plan = _spattn.Plan(method, *self._batch.arrays(q, k, v), causal, scale, call, config,
+                                      None if workspace is None else _workspace(workspace, q))
+
+    @staticmethod
+    def required_bytes(q, k, v, *, method, causal=False, scale=None, layout="bhnd", cu_seqlens_q=None,
+                       cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False, **config):
+        """The bytes of device memory a Plan of these arguments takes as workspace= (nothing is allocated on the
+        device but, with return_lse, the LSE array the plan would write)."""
+        if not has_cuda:
+            raise Error("Plan: spattn was built without CUDA (configure with -DSPATTN_ENABLE_CUDA=ON)")
+        batch = _Batch(layout, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, return_lse)
+        with _on_device_of(q):
+            return _spattn.Plan.required_bytes(method, *batch.arrays(q, k, v), causal, scale, batch.call(q, stream=-1),
+                                               config)
 
     def run(self, q, k, v, out=None, *, stream=None):
         """Enqueues the method on `stream` (a cudaStream_t as int; default: the current stream of q's library, whose
-        pending work needs no synchronisation then) and returns out. Nothing waits for it."""
-        if out is None:
-            out = _empty_out(q, v, self._layout)
+        pending work needs no synchronisation then) and returns out, or (out, lse) with return_lse. Nothing waits for
+        it."""
+        out, out_arg = self._batch.out(q, v, out)
         if stream is None:
             stream, dlpack_stream = _current_stream(q), -1
         else:
             dlpack_stream = stream or _LEGACY_DEFAULT_STREAM
         with _on_device_of(q):
-            self._plan.run(q, k, v, out, stream, dlpack_stream)
-        return out
+            self._plan.run(*self._batch.arrays(q, k, v), out_arg, stream, dlpack_stream)
+        return (out, self._batch.result_lse()) if self._batch.return_lse else out
 
     def mask(self, stream=None):
         """The method's whole selection of the last run, downloaded (waits for `stream`, default: the legacy default
@@ -326,6 +367,7 @@ class Plan:
 
     @property
     def workspace_bytes(self):
+        """Device bytes the plan holds (in the caller's workspace when it was given one)."""
         return self._plan.workspace_bytes
 
 

@@ -10,10 +10,11 @@ The op ``torch.ops.spattn.sparse_attention`` (PyTorch >= 2.4, torch.library.cust
 so torch.compile traces through it without a graph break. With an older PyTorch the same function runs eagerly
 (``HAS_CUSTOM_OP`` is False). Forward only: there is no backward.
 
-On CUDA tensors the op runs a cached spattn.Plan (one per method, options and shape; the last 16 kept) on the
-current stream: asynchronous like any torch op, and capturable in a CUDA graph after a first (warm-up) call. A
-method the GPU pipeline does not cover runs through spattn.sparse_attention instead (synchronous: the library's
-dispatcher picks the backend, or says why none covers the call).
+On CUDA tensors the op runs a cached spattn.Plan (one per method, options and shape; the last 16 kept; its device
+memory a workspace from torch's caching allocator) on the current stream: asynchronous like any torch op, and
+capturable in a CUDA graph after a first (warm-up) call. A method the GPU pipeline does not cover runs through
+spattn.sparse_attention instead (synchronous: the library's dispatcher picks the backend, or says why none covers the
+call).
 """
 import collections
 import contextlib
@@ -40,7 +41,11 @@ def _plan(q, k, v, method, causal, scale, config):
         _PLANS.move_to_end(key)
         return _PLANS[key]
     try:
-        plan = spattn.Plan(q, k, v, method=method, causal=causal, scale=scale, **json.loads(config))
+        options = dict(method=method, causal=causal, scale=scale, **json.loads(config))
+        # The plan's device buffers come from torch's caching allocator (counted by torch.cuda.memory_allocated,
+        # returned to its pool when the plan leaves the cache).
+        workspace = torch.empty(spattn.Plan.required_bytes(q, k, v, **options), dtype=torch.uint8, device=q.device)
+        plan = spattn.Plan(q, k, v, workspace=workspace, **options)
     except spattn.Error:
         plan = None  # e.g. a method without a GPU estimator: the dispatcher's path (which explains what it cannot do)
     _PLANS[key] = plan

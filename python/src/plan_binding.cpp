@@ -3,9 +3,12 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -26,15 +29,30 @@ namespace {
 /// the caller's stream with no allocation or synchronisation (CUDA-graph capturable).
 class PyPlan {
  public:
+  /// `call`: the layout, a variable-length batch's offsets and the LSE array every run writes (its stream is not
+  /// used: only the shapes are read here). `workspace`: (device pointer, bytes) of the caller's memory that the
+  /// plan's device buffers are carved from (cuda::Workspace), or none: the plan allocates its own.
   PyPlan(const std::string& method, py::handle q_obj, py::handle k_obj, py::handle v_obj,
-         bool causal, std::optional<float> scale, const std::string& layout, const py::dict& config)
-      : call_{layout, -1} {  // DLPack stream -1: no synchronisation; only the shapes are read here
-    const DlpackTensor q = import_array(q_obj, "q", call_), k = import_array(k_obj, "k", call_),
-                       v = import_array(v_obj, "v", call_);
-    problem_ = problem_of(q, k, &v, causal, scale);
-    shapes_ = {q.shape, k.shape, v.shape};
-    plan_ = std::make_unique<cuda::Plan>(
-        method_config_from_kwargs(method, config, problem_.heads_q), problem_);
+         bool causal, std::optional<float> scale, const Call& call, const py::dict& config,
+         std::optional<std::pair<std::uintptr_t, std::size_t>> workspace)
+      : layout_(call.layout) {
+    const Arrays a = read(method, q_obj, k_obj, v_obj, causal, scale, call, config);
+    problem_ = a.problem;
+    shapes_ = a.shapes;
+    if (workspace)
+      plan_ = std::make_unique<cuda::Plan>(
+          a.config, problem_, a.options,
+          cuda::Workspace{reinterpret_cast<void*>(workspace->first), workspace->second});
+    else
+      plan_ = std::make_unique<cuda::Plan>(a.config, problem_, a.options);
+  }
+
+  /// The bytes a workspace for this plan needs (cuda::Plan::required_bytes; nothing is allocated).
+  static std::size_t required_bytes(const std::string& method, py::handle q_obj, py::handle k_obj,
+                                    py::handle v_obj, bool causal, std::optional<float> scale,
+                                    const Call& call, const py::dict& config) {
+    const Arrays a = read(method, q_obj, k_obj, v_obj, causal, scale, call, config);
+    return cuda::Plan::required_bytes(a.config, a.problem, a.options);
   }
 
   /// Enqueues on `stream`; `dlpack_stream` is what the arrays' producer is told (-1: no
@@ -42,7 +60,7 @@ class PyPlan {
   /// stream).
   void run(py::handle q_obj, py::handle k_obj, py::handle v_obj, py::handle out_obj,
            std::int64_t stream, std::int64_t dlpack_stream) {
-    const Call call{call_.layout, dlpack_stream};
+    const Call call{layout_, dlpack_stream};
     const DlpackTensor q = import_array(q_obj, "q", call), k = import_array(k_obj, "k", call),
                        v = import_array(v_obj, "v", call), o = import_array(out_obj, "out", call);
     const std::array<const DlpackTensor*, 3> given{&q, &k, &v};
@@ -69,7 +87,28 @@ class PyPlan {
   std::size_t workspace_bytes() const { return plan_->workspace_bytes(); }
 
  private:
-  Call call_;
+  struct Arrays {
+    MethodConfig config;
+    Problem problem;
+    AttendOptions options;
+    std::array<std::array<std::int64_t, 4>, 3> shapes;
+  };
+  static Arrays read(const std::string& method, py::handle q_obj, py::handle k_obj,
+                     py::handle v_obj, bool causal, std::optional<float> scale, const Call& call,
+                     const py::dict& config) {
+    const Call shapes_only{call.layout, -1};  // DLPack stream -1: no synchronisation
+    const DlpackTensor q = import_array(q_obj, "q", shapes_only),
+                       k = import_array(k_obj, "k", shapes_only),
+                       v = import_array(v_obj, "v", shapes_only);
+    Arrays a;
+    a.problem = problem_of(q, k, &v, causal, scale, call);
+    a.shapes = {q.shape, k.shape, v.shape};
+    a.config = method_config_from_kwargs(method, config, a.problem.heads_q);
+    a.options.lse = lse_of(call, q, a.problem);
+    return a;
+  }
+
+  std::string layout_;
   Problem problem_;
   std::array<std::array<std::int64_t, 4>, 3> shapes_{};
   std::unique_ptr<cuda::Plan> plan_;
@@ -81,9 +120,13 @@ void bind_plan(py::module_& m) {
   m.attr("has_cuda") = true;
   py::class_<PyPlan>(m, "Plan")
       .def(py::init<const std::string&, py::handle, py::handle, py::handle, bool,
-                    std::optional<float>, const std::string&, const py::dict&>(),
+                    std::optional<float>, const Call&, const py::dict&,
+                    std::optional<std::pair<std::uintptr_t, std::size_t>>>(),
            py::arg("method"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("causal"),
-           py::arg("scale"), py::arg("layout"), py::arg("config"))
+           py::arg("scale"), py::arg("call"), py::arg("config"), py::arg("workspace"))
+      .def_static("required_bytes", &PyPlan::required_bytes, py::arg("method"), py::arg("q"),
+                  py::arg("k"), py::arg("v"), py::arg("causal"), py::arg("scale"), py::arg("call"),
+                  py::arg("config"))
       .def("run", &PyPlan::run, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("out"),
            py::arg("stream"), py::arg("dlpack_stream"))
       .def("mask", &PyPlan::mask, py::arg("stream"))
