@@ -17,10 +17,11 @@ What the function takes from transformers and what it refuses (spattn.Error, nev
   of the S keys, so decoding and chunked prefill need no mask. Non-causal layers (is_causal False) attend to every
   key.
 - The mask transformers would build is replaced by register()'s mask function, which returns no mask: spattn
-  computes its own. It refuses, when not compiling, a padding mask with a padded position (use unpadded or
-  variable-length batches: spattn.sparse_attention(cu_seqlens_q=...)), and a cache longer than the tokens seen (a
-  static cache: its unwritten slots would be attended). Under torch.compile these checks cannot run (they read
-  tensor values): give it batches without padding and the default dynamic cache.
+  computes its own. It refuses a padding mask with a padded position (use unpadded or variable-length batches:
+  spattn.sparse_attention(cu_seqlens_q=...)): with spattn.Error eagerly, by a device-side assertion under
+  torch.compile (values cannot be read there without a graph break; the CUDA context is then lost). It refuses, when
+  not compiling, a cache longer than the tokens seen (a static cache: its unwritten slots would be attended, so
+  static caches and generate()'s CUDA-graph mode are not supported): use the default dynamic cache.
 - Sliding-window layers, attention dropout in training, an explicit 4-D attention mask and output_attentions are
   refused.
 """
@@ -69,15 +70,24 @@ def attention_forward(method, params=None, **config):
     return forward
 
 
+_PADDED = ("spattn attention: the batch is padded (the attention mask has padded positions); run unpadded sequences, "
+           "or spattn.sparse_attention with cu_seqlens_q / cu_seqlens_k")
+
+
 def mask_function(batch_size=None, q_length=None, kv_length=None, q_offset=0, kv_offset=0, attention_mask=None,
                   **kwargs):
     """transformers' AttentionMaskInterface entry for spattn: no mask (spattn computes its own), after refusing what
-    spattn's causal rule would get wrong (when the values can be read: not while compiling)."""
+    spattn's causal rule would get wrong. While compiling, tensor values cannot be read on the host without a graph
+    break: a padded batch then fails a device-side assertion (torch._assert_async, traced into the graph and replayed
+    by CUDA graphs) instead of a spattn.Error — the process's CUDA context is lost, but no padded batch runs unmasked.
+    The static-cache test reads the offsets and is not made while compiling."""
     if _compiling():
+        if attention_mask is not None:
+            import torch
+            torch._assert_async(attention_mask.all(), _PADDED)
         return None
     if attention_mask is not None and not bool(attention_mask.all()):
-        raise spattn.Error("spattn attention: the batch is padded (the attention mask has padded positions); run "
-                           "unpadded sequences, or spattn.sparse_attention with cu_seqlens_q / cu_seqlens_k")
+        raise spattn.Error(_PADDED)
     seen = int(q_offset) + int(q_length) if q_length is not None else None
     if seen is not None and kv_length is not None and int(kv_length) - int(kv_offset) != seen:
         raise spattn.Error(f"spattn attention: the cache holds {int(kv_length) - int(kv_offset)} key slots for {seen} "

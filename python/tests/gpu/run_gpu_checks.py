@@ -18,6 +18,8 @@ Checks, each PASS / FAIL / SKIP with its numbers, and a table at the end (exit s
   transformers_compile  spattn.transformers.register as the Llama's attn_implementation: logits against sdpa, eager
                 and under torch.compile(fullgraph=True), prefill + decode steps on the cache (teacher-forced), generate()
                 running, a sparse method compiled
+  padded_under_compile  a padded batch under torch.compile(fullgraph=True) stops at the mask function's device-side
+                assertion (child process), the unpadded one runs
   plan_options  spattn.Plan with a variable-length batch (== a plan per sequence), return_lse (vs float64), a
                 caller's workspace (== own allocation; a short one refused)
   llama8b_32k   issue 43's proof: a random Llama with Llama-3.1-8B shapes (2 layers) at 32K through
@@ -504,7 +506,9 @@ def llama8b_32k():
         got = compiled(ids, logits_to_keep=1).logits.float()
         compile_s = time.perf_counter() - start
         err_c, err_s = rel_l1(got, eager), rel_l1(eager, sdpa_logits)
-        if err_c >= 2e-2:
+        # Inductor's fused MLP and norms alone move this bf16 model's logits by ≈ 1.6e-2 (H200, 2026-11-29); a wrong
+        # attention moves them by ≈ 1 (SALE τ 0.1 on random inputs: 0.84 in transformers_compile).
+        if err_c >= 4e-2:
             problems.append(f"compiled vs eager logits rel_l1 {err_c:.2e}")
         details.append(f"{n} tokens, dense: explain {explanation.graph_count} graph(s), "
                        f"{explanation.graph_break_count} breaks; last-position logits compiled (fullgraph, "
@@ -566,6 +570,45 @@ def llama8b_32k():
     return "; ".join(details)
 
 
+PADDED_UNDER_COMPILE = """
+import sys, torch, spattn.transformers
+from transformers import LlamaConfig, LlamaForCausalLM
+config = LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=2, head_dim=128)
+model = LlamaForCausalLM(config).to("cuda", torch.bfloat16).eval()
+model.set_attn_implementation(spattn.transformers.register("dense"))
+ids = torch.randint(0, 1000, (2, 256), device="cuda")
+mask = torch.ones_like(ids)
+if sys.argv[1] == "padded":
+    mask[1, :7] = 0
+with torch.no_grad():
+    logits = torch.compile(model, fullgraph=True)(ids, attention_mask=mask).logits
+    torch.cuda.synchronize()
+print("finite" if bool(torch.isfinite(logits).all()) else "not finite")
+"""
+
+
+def padded_under_compile():
+    """A padded batch through spattn.transformers under torch.compile(fullgraph=True) must not run unmasked: the mask
+    function's device-side assertion stops it (in a child process: the assertion loses the CUDA context), while the
+    same batch unpadded runs."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise Skip("transformers is not installed here")
+    runs = {}
+    for case in ("unpadded", "padded"):
+        child = subprocess.run([sys.executable, "-c", PADDED_UNDER_COMPILE, case], capture_output=True, text=True,
+                               timeout=300)
+        runs[case] = (child.returncode, (child.stdout + child.stderr).strip().splitlines())
+    code, lines = runs["unpadded"]
+    assert code == 0 and lines[-1] == "finite", f"unpadded batch: exit {code}: {lines[-5:]}"
+    code, lines = runs["padded"]
+    assert code != 0, f"a padded batch ran under torch.compile: {lines[-3:]}"
+    said = [line for line in lines if "assert" in line.lower() or "padded" in line]
+    return f"unpadded: ran; padded: stopped (exit {code}): {said[-1][:160] if said else lines[-1][:160]}"
+
+
 def calibrate():
     """SALE's τ search with CUDA tensors runs on the GPU and agrees with the reference's on host copies. The rule
     compares each head's Err with the bound; the GPU's outputs round differently, so a head at the bound may land one
@@ -609,7 +652,7 @@ def main():
     print(f"device {torch.cuda.get_device_name()}")
     only = set(args.only.split(",")) if args.only else None
     for fn in (zero_copy, vs_sdpa, flex_export, dynamo, cuda_graph, plan_options, lambda: overhead(args.build),
-               calibrate, capture, transformers_compile, llama8b_32k):
+               calibrate, capture, transformers_compile, padded_under_compile, llama8b_32k):
         if fn.__name__ == "<lambda>":
             fn.__name__ = "overhead"
         if only is None or fn.__name__ in only:
