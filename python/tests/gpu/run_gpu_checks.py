@@ -600,11 +600,13 @@ def padded_under_compile():
     for case in ("unpadded", "padded"):
         child = subprocess.run([sys.executable, "-c", PADDED_UNDER_COMPILE, case], capture_output=True, text=True,
                                timeout=300)
-        runs[case] = (child.returncode, (child.stdout + child.stderr).strip().splitlines())
-    code, lines = runs["unpadded"]
-    assert code == 0 and lines[-1] == "finite", f"unpadded batch: exit {code}: {lines[-5:]}"
-    code, lines = runs["padded"]
-    assert code != 0, f"a padded batch ran under torch.compile: {lines[-3:]}"
+        runs[case] = (child.returncode, child.stdout.split(), child.stderr.strip().splitlines())
+        print(f"{case}: exit {child.returncode}, stdout {child.stdout.strip()!r}; stderr's last lines:",
+              *runs[case][2][-6:], sep="\n  ")
+    code, printed, lines = runs["unpadded"]
+    assert code == 0 and printed == ["finite"], f"unpadded batch: exit {code}: {printed} {lines[-3:]}"
+    code, printed, lines = runs["padded"]
+    assert code != 0, f"a padded batch ran under torch.compile: {printed} {lines[-3:]}"
     said = [line for line in lines if "assert" in line.lower() or "padded" in line]
     return f"unpadded: ran; padded: stopped (exit {code}): {said[-1][:160] if said else lines[-1][:160]}"
 
