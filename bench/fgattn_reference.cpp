@@ -44,9 +44,9 @@ int main(int argc, char** argv) {
       t0 = Clock::now();
       const TileMask mask = reference::fg_attn_estimate(p, w.q.view(), w.k.view(), cfg);
       const double est_ms = ms_since(t0);
-      const fg_attn::Plan x = fg_attn::plan(mask, cfg);
+      const fg_attn::MergePlan x = fg_attn::merge_plan(mask, cfg);
       cfg.merge = fg_attn::Merge::consecutive;
-      const fg_attn::Plan c = fg_attn::plan(mask, cfg);
+      const fg_attn::MergePlan c = fg_attn::merge_plan(mask, cfg);
       attend(p, w.q.view(), w.k.view(), w.v.view(), mask, out.view());
       const std::vector<float> got = out.to_float();
       const double rel_l1_err = spattn::rel_l1(got, ref);

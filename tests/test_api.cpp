@@ -34,7 +34,7 @@ TileMask direct_mask(const MethodConfig& config, const Workload& w) {
   if (const auto* c = std::get_if<bfla::Config>(&config)) return reference::bfla_estimate(p, q, k, *c);
   const auto& c = std::get<fg_attn::Config>(config);
   const TileMask own = reference::fg_attn_estimate(p, q, k, c);
-  return c.semantics == fg_attn::Semantics::exact ? own : fg_attn::effective_mask(own, fg_attn::plan(own, c), c.semantics);
+  return c.semantics == fg_attn::Semantics::exact ? own : fg_attn::effective_mask(own, fg_attn::merge_plan(own, c), c.semantics);
 }
 
 /// Small configurations of every method that select something on a 700-token input.

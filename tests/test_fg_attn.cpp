@@ -83,7 +83,7 @@ TEST_CASE("exact-mode merged output equals the unmerged output bit for bit; unio
     cfg.tile_k = 8;
     cfg.merge = merge;
     const TileMask m = reference::fg_attn_estimate(w.problem, w.q.view(), w.k.view(), cfg);
-    const fg_attn::Plan plan = fg_attn::plan(m, cfg);
+    const fg_attn::MergePlan plan = fg_attn::merge_plan(m, cfg);
     // Every tile in exactly one item, at most R = 8 members.
     std::vector<int> seen(static_cast<std::size_t>(m.shape.num_rows()), 0);
     for (const auto& item : plan.items) {
@@ -123,9 +123,9 @@ TEST_CASE("merge-XOR groups alike tiles where consecutive merging mixes them") {
   cfg.tile_q = 32;
   cfg.tile_k = 16;
   cfg.merge = fg_attn::Merge::consecutive;
-  const auto consecutive = fg_attn::plan(m, cfg);
+  const auto consecutive = fg_attn::merge_plan(m, cfg);
   cfg.merge = fg_attn::Merge::xor_greedy;
-  const auto greedy = fg_attn::plan(m, cfg);
+  const auto greedy = fg_attn::merge_plan(m, cfg);
   CHECK(consecutive.redundant_load == doctest::Approx(2.0));
   CHECK(greedy.redundant_load == doctest::Approx(1.0));
   REQUIRE(greedy.items.size() == 4);

@@ -85,13 +85,13 @@ std::vector<std::vector<std::int32_t>> groups_of(const TileMask& m, std::int64_t
 
 }  // namespace
 
-Plan plan(const TileMask& mask, const Config& config) {
+MergePlan merge_plan(const TileMask& mask, const Config& config) {
   config.validate();
   mask.validate();
   require(mask.shape.tile_q == config.tile_q && mask.shape.tile_k == config.tile_k, "fgattn plan: the mask's tiles ",
           mask.shape.tile_q, "×", mask.shape.tile_k, " differ from the config's ", config.tile_q, "×", config.tile_k);
   const std::int64_t r = config.work_rows / config.tile_q;
-  Plan p;
+  MergePlan p;
   double own = 0, waste = 0, reachable = 0;
   for (std::int64_t b = 0; b < mask.shape.batch; ++b) {
     const std::int64_t nkv = mask.shape.seqlen_kv_of(b);
@@ -139,7 +139,7 @@ Plan plan(const TileMask& mask, const Config& config) {
   return p;
 }
 
-TileMask effective_mask(const TileMask& mask, const Plan& plan, Semantics semantics) {
+TileMask effective_mask(const TileMask& mask, const MergePlan& plan, Semantics semantics) {
   std::vector<std::vector<std::int32_t>> rows(static_cast<std::size_t>(mask.shape.num_rows()));
   for (const WorkItem& item : plan.items)
     for (std::size_t m = 0; m < item.members.size(); ++m) {

@@ -34,7 +34,7 @@ Estimate ReferenceBackend::estimate(const MethodConfig& config, const Problem& p
                       [&](const fg_attn::Config& c) {
                         e.mask = fg_attn_estimate(p, q, k, c);
                         if (c.semantics == fg_attn::Semantics::union_keys)
-                          e.mask = fg_attn::effective_mask(e.mask, fg_attn::plan(e.mask, c), c.semantics);
+                          e.mask = fg_attn::effective_mask(e.mask, fg_attn::merge_plan(e.mask, c), c.semantics);
                       },
                       [&](const bfla::Config& c) { e.mask = bfla_estimate(p, q, k, c); }},
              config);

@@ -29,7 +29,7 @@ void use(const TileMask& m) {
     fg_attn::Config c;
     c.tile_q = s.tile_q;
     c.tile_k = s.tile_k;
-    (void)fg_attn::effective_mask(m, fg_attn::plan(m, c), fg_attn::Semantics::union_keys);
+    (void)fg_attn::effective_mask(m, fg_attn::merge_plan(m, c), fg_attn::Semantics::union_keys);
   }
 
   // Attention over the mask on a problem of its shape.

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(SelectArgs a) {
 
 // ---- UNION semantics: the merge plan's groups and the members' union rows ----
 
-/// Query tiles of sequence b that take part in the plan (fg_attn::plan: those starting before the sequence's end).
+/// Query tiles of sequence b that take part in the plan (fg_attn::merge_plan: those starting before the sequence's end).
 __device__ int plan_tiles(const Seqs& seqs, int b, int tile_q) {
   return static_cast<int>((seqs.len_q(b) + tile_q - 1) / tile_q);
 }
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(256) distance_kernel(int tq, int words, const 
 }
 
 constexpr int kGroupThreads = 1024;
-/// The greedy merge-XOR plan of fg_attn::plan for one (batch, head) per CTA: the lowest ungrouped tile anchors a
+/// The greedy merge-XOR plan of fg_attn::merge_plan for one (batch, head) per CTA: the lowest ungrouped tile anchors a
 /// group and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(distance, index) (distances from
 /// distance_kernel), by argmin rounds over the block. Writes the tiles in group order to groups[bh·tq …]: group g is
 /// entries [g·R, min(g·R + R, tiles)). Dynamic shared memory: xor_groups_bytes(tq).

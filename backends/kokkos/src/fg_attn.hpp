@@ -4,8 +4,8 @@
 //      the rows staged in team scratch on a GPU, a column per thread);
 //   2. a team per (batch, query head, query tile): pooled logits (pooled_logit, the tail weight), the dense fallback,
 //      the selection order (team_sort.hpp), the top-p cut (top_cdf_count, crossing included); a bitmap row.
-//   3. UNION semantics with a merge plan (fg_attn::effective_mask over fg_attn::plan, on the device: the mask stays
-//      there): consecutive groups of R = work_rows / tile_q tiles, or the greedy merge-XOR groups (each row's kept
+//   3. UNION semantics with a merge plan (fg_attn::effective_mask over fg_attn::merge_plan, on the device: the mask
+//      stays there): consecutive groups of R = work_rows / tile_q tiles, or the greedy merge-XOR groups (each row's kept
 //      tiles as a bitset, a team per (batch, head) running the core's merge_key / xor_distance greedy); then every
 //      member's bitmap row becomes its group's union, each keeping what it reaches. EXACT masks do not depend on the
 //      plan (the executor runs each tile's own keys).
@@ -107,14 +107,14 @@ struct FgSelect {
 };
 
 
-// ---- UNION semantics on the device: fg_attn::plan's groups and fg_attn::effective_mask's union rows ----
+// ---- UNION semantics on the device: fg_attn::merge_plan's groups and fg_attn::effective_mask's union rows ----
 
 /// The plan's geometry: rows (b·Hq + h)·tq + t of the per-tile bitmap, R tiles a group.
 struct FgPlan {
   DeviceShape s;
   std::int32_t tile_q, tile_k;
   std::int64_t tq, tk, words, r;
-  /// Query tiles of sequence b that take part in the plan (fg_attn::plan: those starting before its end).
+  /// Query tiles of sequence b that take part in the plan (fg_attn::merge_plan: those starting before its end).
   KOKKOS_INLINE_FUNCTION std::int64_t tiles(std::int64_t b) const { return (s.nq(b) + tile_q - 1) / tile_q; }
   /// Key tiles of mask row `row` (what the mask keeps of its bitmap row: TileMask::from_bitmap).
   KOKKOS_INLINE_FUNCTION std::int64_t reach(std::int64_t row) const {
@@ -142,8 +142,8 @@ struct FgBits {
   }
 };
 
-/// The greedy merge-XOR groups of fg_attn::plan, a team per (batch, head): the lowest ungrouped tile anchors a group
-/// and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(xor_distance, index), one team min-reduction
+/// The greedy merge-XOR groups of fg_attn::merge_plan, a team per (batch, head): the lowest ungrouped tile anchors a
+/// group and takes the R − 1 ungrouped tiles of smallest fg_attn::merge_key(xor_distance, index), one team min-reduction
 /// each. groups[bh·tq …] lists the tiles in group order: group g is entries [g·R, min(g·R + R, tiles)).
 template <class Exec>
 struct FgXorGroups {
@@ -228,7 +228,7 @@ struct FgUnionRows {
 };
 
 /// The bitmap of `keep` under UNION semantics with c's merge plan (consecutive or greedy merge-XOR groups), built in
-/// Exec's memory: the plan is fg_attn::plan's, the rows fg_attn::effective_mask's (bit-identical masks).
+/// Exec's memory: the plan is fg_attn::merge_plan's, the rows fg_attn::effective_mask's (bit-identical masks).
 template <class Exec>
 Kokkos::View<std::uint8_t*, typename Exec::memory_space> fg_union_bitmap(
     const FgPlan& g, const fg_attn::Config& c, const Kokkos::View<std::uint8_t*, typename Exec::memory_space>& keep) {

@@ -81,7 +81,7 @@ SPATTN_INLINE float tail_weight(std::int64_t nkv, std::int32_t tile_k, bool size
 /// A row keeps every reachable tile when a logit is not finite (NaN/Inf inputs) or p = 1.
 SPATTN_INLINE bool keep_all_tiles(bool logits_finite, float top_p) { return !logits_finite || top_p >= 1.0f; }
 
-// ---- merge rules (host + device: fg_attn::plan and the CUDA estimator's UNION masks call these) ----
+// ---- merge rules (host + device: fg_attn::merge_plan and the CUDA estimator's UNION masks call these) ----
 
 /// Words of a query tile's key-tile bitset (bit k of word k / 64: the tile keeps key tile k).
 SPATTN_INLINE std::int64_t bitset_words(std::int64_t num_k_tiles) { return (num_k_tiles + 63) / 64; }
@@ -110,7 +110,7 @@ struct WorkItem {
   std::int64_t key_count = 0;         ///< keys (tokens) in the union, clipped to the sequence: the cost
 };
 
-struct Plan {
+struct MergePlan {
   std::vector<WorkItem> items;
   std::vector<std::int32_t> order;  ///< items longest-first (cost desc, then index asc)
   double redundant_load = 1.0;      ///< Σ_items |union|·|members| / Σ_tiles |own tiles|  (1 = no waste)
@@ -120,11 +120,11 @@ struct Plan {
 
 /// Groups the query tiles of every (batch, mask head) of `mask` into work items. For Merge::none each
 /// item is one tile.
-Plan plan(const TileMask& mask, const Config& config);
+MergePlan merge_plan(const TileMask& mask, const Config& config);
 
 /// The mask an executor runs for a plan: EXACT rebuilds each member's own tiles from the union lists and
 /// membership bits (equal to the estimated mask); UNION gives every member its group's union.
-TileMask effective_mask(const TileMask& mask, const Plan& plan, Semantics semantics);
+TileMask effective_mask(const TileMask& mask, const MergePlan& plan, Semantics semantics);
 
 }  // namespace spattn::fg_attn
 
