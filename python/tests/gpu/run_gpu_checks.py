@@ -352,21 +352,27 @@ def stepwise_logits(model, tokens, prompt):
     return torch.stack(steps)
 
 
+def tiny_llama():
+    """A small random transformers Llama on the GPU (bf16, 2 layers, GQA 4/2, head dim 128, vocabulary 1000, seed 0);
+    Skip where transformers is not installed."""
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        raise Skip("transformers is not installed here")
+    config = LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=128, max_position_embeddings=8192)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(DEVICE, torch.bfloat16).eval()
+
+
 def transformers_compile():
     """spattn.transformers.register on a tiny random Llama (bf16): logits against transformers' own sdpa, the same
     under torch.compile(fullgraph=True), a prefill and 8 decode steps on the dynamic cache teacher-forced on sdpa's
     greedy tokens (logits compared step by step: greedy tokens of an untrained model sit on near-ties, so bf16
     rounding may pick another one — first seen on the H100, 2026-11-28, at the 5th token), generate() running, and a
     sparse method compiled and generating."""
-    try:
-        from transformers import LlamaConfig, LlamaForCausalLM
-    except ImportError:
-        raise Skip("transformers is not installed here")
     import spattn.transformers
-    config = LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=128, max_position_embeddings=8192)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(DEVICE, torch.bfloat16).eval()
+    model = tiny_llama()
     ids = torch.randint(0, 1000, (1, 2048), device=DEVICE)
     details = []
     with torch.no_grad():
@@ -575,15 +581,8 @@ def static_cache():
     """generate() on a static cache through spattn.transformers is refused with spattn.Error before any attention runs
     (a small random Llama, bf16, 1024-token prompt): its unwritten slots would be attended by spattn's causal rule.
     The dynamic cache's generate() runs (the control)."""
-    try:
-        from transformers import LlamaConfig, LlamaForCausalLM
-    except ImportError:
-        raise Skip("transformers is not installed here")
     import spattn.transformers
-    config = LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=128, max_position_embeddings=4096)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(DEVICE, torch.bfloat16).eval()
+    model = tiny_llama()
     model.set_attn_implementation(spattn.transformers.register("dense"))
     prompt = torch.randint(0, 1000, (1, 1024), device=DEVICE)
     with torch.no_grad():
