@@ -352,17 +352,17 @@ def stepwise_logits(model, tokens, prompt):
     return torch.stack(steps)
 
 
-def tiny_llama():
-    """A small random transformers Llama on the GPU (bf16, 2 layers, GQA 4/2, head dim 128, vocabulary 1000, seed 0);
-    Skip where transformers is not installed."""
+def llama(**config):
+    """A random transformers Llama on the GPU (bf16, seed 0): by default a small one (2 layers, GQA 4/2, head dim 128,
+    vocabulary 1000), `config` overriding LlamaConfig's fields; Skip where transformers is not installed."""
     try:
         from transformers import LlamaConfig, LlamaForCausalLM
     except ImportError:
         raise Skip("transformers is not installed here")
-    config = LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=128, max_position_embeddings=8192)
+    small = dict(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=128, max_position_embeddings=8192)
     torch.manual_seed(0)
-    return LlamaForCausalLM(config).to(DEVICE, torch.bfloat16).eval()
+    return LlamaForCausalLM(LlamaConfig(**{**small, **config})).to(DEVICE, torch.bfloat16).eval()
 
 
 def transformers_compile():
@@ -372,7 +372,7 @@ def transformers_compile():
     rounding may pick another one — first seen on the H100, 2026-11-28, at the 5th token), generate() running, and a
     sparse method compiled and generating."""
     import spattn.transformers
-    model = tiny_llama()
+    model = llama()
     ids = torch.randint(0, 1000, (1, 2048), device=DEVICE)
     details = []
     with torch.no_grad():
@@ -467,19 +467,6 @@ PREFILL_SETTINGS = [("dense", {}, "0"), ("sparge", {}, "+0.10"), ("sale", {}, "+
                     ("bfla", {}, "+0.11"), ("anchor", {}, "+4.94"), ("fgattn", {}, "+9.79")]
 
 
-def cuda_ms(fn, iters=5):
-    fn()
-    times = []
-    for _ in range(iters):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
 def llama8b_32k():
     """Issue 43's proof on a GPU: a randomly initialised transformers Llama with Llama-3.1-8B's shapes (LLAMA_8B,
     2 layers, bf16), one prefill of SPATTN_LLAMA_TOKENS (32768) tokens. spattn.transformers.register("dense"): eager
@@ -488,16 +475,12 @@ def llama8b_32k():
     compiled (fullgraph) by aot_eager equals eager's, and inductor's decode steps match eager's logits; then the
     prefill time of each setting against transformers' sdpa (median of 5, CUDA events), with the density of the last
     layer's mask."""
-    try:
-        from transformers import LlamaConfig, LlamaForCausalLM
-    except ImportError:
-        raise Skip("transformers is not installed here")
     import spattn.transformers
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+    from peers import timed as cuda_ms  # median of CUDA-event timings after warm-up (bench/peers.py)
     n = int(os.environ.get("SPATTN_LLAMA_TOKENS", 32768))
-    config = LlamaConfig(num_hidden_layers=2, max_position_embeddings=n + 64, **LLAMA_8B)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config).to(DEVICE, torch.bfloat16).eval()
-    ids = torch.randint(0, config.vocab_size, (1, n), device=DEVICE)
+    model = llama(num_hidden_layers=2, max_position_embeddings=n + 64, **LLAMA_8B)
+    ids = torch.randint(0, LLAMA_8B["vocab_size"], (1, n), device=DEVICE)
     details, problems = [], []
     with torch.no_grad():
         model.set_attn_implementation("sdpa")
@@ -556,13 +539,13 @@ def llama8b_32k():
         torch._dynamo.reset()
         table = ["| attention | prefill ms | × sdpa | density (last layer) | loss Δ % on the 32K LM |", "|---|---|---|---|---|"]
         model.set_attn_implementation("sdpa")
-        sdpa_ms = cuda_ms(lambda: model(ids, logits_to_keep=1))
+        sdpa_ms = cuda_ms(lambda: model(ids, logits_to_keep=1), reps=5, warmup=1)
         table.append(f"| transformers sdpa | {sdpa_ms:.1f} | 1.00 | 1 | 0 |")
         for method, options, loss in PREFILL_SETTINGS:
             spattn.torch._PLANS.clear()
             model.set_attn_implementation(spattn.transformers.register(method, **options))
             try:
-                ms = cuda_ms(lambda: model(ids, logits_to_keep=1))
+                ms = cuda_ms(lambda: model(ids, logits_to_keep=1), reps=5, warmup=1)
             except spattn.Error as e:
                 table.append(f"| {method} {options} | not run: {str(e)[:100]} | | | {loss} |")
                 continue
@@ -582,7 +565,7 @@ def static_cache():
     (a small random Llama, bf16, 1024-token prompt): its unwritten slots would be attended by spattn's causal rule.
     The dynamic cache's generate() runs (the control)."""
     import spattn.transformers
-    model = tiny_llama()
+    model = llama()
     model.set_attn_implementation(spattn.transformers.register("dense"))
     prompt = torch.randint(0, 1000, (1, 1024), device=DEVICE)
     with torch.no_grad():
