@@ -4,7 +4,7 @@
     name = spattn.transformers.register(method="sale", tau=0.1)        # -> "spattn_sale"
     model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=name)  # or model.set_attn_implementation(name)
     model = torch.compile(model, fullgraph=True)                        # the op traces without a graph break
-    model.generate(input_ids, max_new_tokens=32)                        # prefill and decode (dynamic cache)
+    model.generate(input_ids, max_new_tokens=32)                        # prefill and decode (dynamic or static cache)
 
 Every attention layer then runs spattn.torch.sparse_attention (a torch.library op: on CUDA a cached spattn.Plan on
 the current stream). Per-layer calibrated parameters: register(method, params=[path of layer 0, path of layer 1, ...])
@@ -18,10 +18,14 @@ What the function takes from transformers and what it refuses (spattn.Error, nev
   key.
 - The mask transformers would build is replaced by register()'s mask function, which returns no mask: spattn
   computes its own. It refuses a padding mask with a padded position (use unpadded or variable-length batches:
-  spattn.sparse_attention(cu_seqlens_q=...)) and a cache with more key slots than tokens seen (a static cache, so
-  also generate()'s compiled CUDA-graph decoding, which needs one: its unwritten slots would be attended; use the
-  default dynamic cache): with spattn.Error eagerly, by a device-side assertion under torch.compile where the values
-  cannot be read without a graph break (the CUDA context is then lost; nothing runs unmasked).
+  spattn.sparse_attention(cu_seqlens_q=...)): with spattn.Error eagerly, by a device-side assertion under
+  torch.compile where the values cannot be read without a graph break (the CUDA context is then lost; nothing runs
+  unmasked).
+- A static cache (generate(cache_implementation="static"), and with it generate()'s compiled CUDA-graph decoding):
+  the mask function passes the tokens written so far; a prefill must start at the first slot (the keys are then the
+  first L slots: spattn as without a cache; a chunked prefill into a static cache is refused, by spattn.Error or,
+  compiled, a device-side assertion) and a decode step attends to the written slots only (dense, fp32 torch ops with
+  a key mask built on the device).
 - Sliding-window layers, attention dropout in training, an explicit 4-D attention mask and output_attentions are
   refused.
 """
@@ -42,7 +46,8 @@ def attention_forward(method, params=None, **config):
         raise spattn.Error("attention_forward: give params= (calibrated per layer) or the method's options, not both")
 
     def forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, is_causal=None, **kwargs):
-        if attention_mask is not None:
+        written = _static_cache_tokens(attention_mask)
+        if attention_mask is not None and written is None:
             raise spattn.Error("spattn attention: got an attention mask; spattn computes its own sparse mask (register() "
                                "installs a mask function that builds none: load the model with the name it returns)")
         if dropout and module.training:
@@ -60,6 +65,10 @@ def attention_forward(method, params=None, **config):
                 raise spattn.Error(f"spattn attention: params has {len(params)} layers; this module's layer_idx is "
                                    f"{layer}")
             options = {"params": str(params[layer])}
+        if written is not None:
+            if query.shape[2] == 1:
+                return _decode_static(query, key, value, written.to(key.device), scaling), None
+            key, value = _prefill_static(query, key, value, written)
         if query.shape[2] == 1:  # decode: one row over the cache (a shape, so a static branch under compile)
             out = spattn.torch.sparse_attention(query, key, value, method="dense", causal=bool(causal), scale=scaling)
         else:
@@ -72,36 +81,79 @@ def attention_forward(method, params=None, **config):
 
 _PADDED = ("spattn attention: the batch is padded (the attention mask has padded positions); run unpadded sequences, "
            "or spattn.sparse_attention with cu_seqlens_q / cu_seqlens_k")
-_STATIC = ("spattn attention: the cache has more key slots than tokens seen (a static cache?); spattn's causal rule "
-           "would attend to the unwritten slots: use the default dynamic cache")
+_CHUNKED_STATIC = ("spattn attention: a prefill into a static cache must start at its first slot (chunked prefill "
+                   "needs the default dynamic cache)")
+_SLOTS = "spattn attention: more tokens seen than the cache has key slots"
+
+
+def _static_cache_tokens(attention_mask):
+    """The tokens written into a static cache, as register()'s mask function passes them (a 1-element int64 tensor),
+    or None for anything else."""
+    import torch
+    if (isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 1 and attention_mask.numel() == 1
+            and attention_mask.dtype == torch.int64):
+        return attention_mask
+    return None
+
+
+def _decode_static(query, key, value, written, scaling):
+    """One query row over a static cache: dense attention over its written slots, in fp32 with torch ops (the key mask
+    built on the device from `written`: no host read, so it compiles and replays in CUDA graphs; the query heads of a
+    KV head grouped, so K/V are not repeated). [B, 1, Hq, Dv]."""
+    import torch
+    batch, heads_q, _, dim = query.shape
+    heads_kv, slots = key.shape[1], key.shape[2]
+    scale = scaling if scaling is not None else dim ** -0.5
+    q = query.reshape(batch, heads_kv, heads_q // heads_kv, dim).float()
+    scores = (q @ key.float().transpose(-1, -2)) * scale  # [B, Hkv, group, S]
+    visible = torch.arange(slots, device=key.device) < written
+    weights = torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1)
+    out = (weights @ value.float()).to(query.dtype)  # [B, Hkv, group, Dv]
+    return out.reshape(batch, 1, heads_q, value.shape[-1])
+
+
+def _prefill_static(query, key, value, written):
+    """A prefill of L tokens into an empty static cache: the keys are its first L slots. A prefill that does not start
+    at slot 0 (chunked, or a second prompt) is refused: spattn.Error eagerly, a device-side assertion while compiling."""
+    import torch
+    rows = query.shape[2]
+    if _compiling():
+        torch._assert_async(written[0] == rows, _CHUNKED_STATIC)
+    elif int(written[0]) != rows:
+        raise spattn.Error(f"{_CHUNKED_STATIC} ({int(written[0]) - rows} tokens were in the cache)")
+    return key[:, :, :rows], value[:, :, :rows]
 
 
 def mask_function(batch_size=None, q_length=None, kv_length=None, q_offset=0, kv_offset=0, attention_mask=None,
                   **kwargs):
-    """transformers' AttentionMaskInterface entry for spattn: no mask (spattn computes its own), after refusing what
-    spattn's causal rule would get wrong: a padding mask with a padded position, and a cache with more key slots than
-    tokens seen (a static cache). Eagerly with spattn.Error; while compiling, a check on values that cannot be read on
-    the host without a graph break (the mask; a static layer's offset, which transformers may give as a tensor) is a
-    device-side assertion (torch._assert_async, traced into the graph and replayed by CUDA graphs): the process's CUDA
-    context is lost, but nothing runs unmasked."""
+    """transformers' AttentionMaskInterface entry for spattn: spattn computes its own sparse mask, so this builds
+    none. It returns None (a dynamic cache: its key slots are the tokens seen) or, for a cache with more slots than
+    tokens seen (a static cache), the tokens written so far as a 1-element int64 tensor, for the attention function,
+    which then attends only to those slots. transformers' StaticLayer gives its query offset as 0 (an int) until
+    its first update and as a tensor (occupied slots counted on the device) after it: the prefill's count is known on
+    the host, a decode step's stays on the device (compiled, CUDA graphs). generate() hands this function's earlier
+    result back as the attention mask: it is recognised, not taken for padding. It refuses a padding mask with a
+    padded position: spattn.Error eagerly; while compiling, where values cannot be read on the host without a graph
+    break, a device-side assertion (torch._assert_async, traced into the graph and replayed by CUDA graphs) — the
+    process's CUDA context is lost, but no padded batch runs unmasked."""
     import torch
-
-    def require(ok, message):  # ok: a bool, or a one-element tensor
-        if isinstance(ok, torch.Tensor):
-            if _compiling():
-                torch._assert_async(ok, message)
-                return
-            ok = bool(ok)
-        if not ok:
-            raise spattn.Error(message)
-
-    if attention_mask is not None:
-        require(attention_mask.all(), _PADDED)
-    if q_length is not None and kv_length is not None:
-        seen = q_offset + q_length
-        require(seen.reshape(()) == kv_length - kv_offset if isinstance(seen, torch.Tensor)
-                else seen == kv_length - kv_offset, _STATIC)
-    return None
+    if attention_mask is not None and _static_cache_tokens(attention_mask) is None:
+        if _compiling():
+            torch._assert_async(attention_mask.all(), _PADDED)
+        elif not bool(attention_mask.all()):
+            raise spattn.Error(_PADDED)
+    if q_length is None or kv_length is None:
+        return None
+    seen = q_offset + q_length
+    if isinstance(seen, torch.Tensor):  # a static layer after its first update
+        return seen.reshape(1).to(torch.int64)
+    slots = kv_length - kv_offset
+    if seen == slots:
+        return None
+    if seen > slots:
+        raise spattn.Error(f"{_SLOTS} ({seen} tokens, {slots} slots)")
+    device = kwargs.get("device") or (attention_mask.device if attention_mask is not None else None)
+    return torch.tensor([seen], dtype=torch.int64, device=device)
 
 
 def register(method="sparge", name=None, params=None, **config):

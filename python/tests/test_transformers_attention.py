@@ -112,19 +112,46 @@ def test_refusals():
         forward(module(), q, k, v, None, output_attentions=True)
 
 
-def test_mask_function_returns_no_mask_and_refuses_padding_and_static_caches():
+def test_mask_function_returns_no_mask_and_refuses_padding():
     ones = torch.ones(2, 12, dtype=torch.bool)
     assert st.mask_function(batch_size=2, q_length=12, kv_length=12, attention_mask=ones) is None
     assert st.mask_function(batch_size=2, q_length=1, kv_length=12, q_offset=11, attention_mask=ones) is None
-    assert st.mask_function(batch_size=2, q_length=1, kv_length=12, q_offset=torch.tensor(11)) is None
     padded = ones.clone()
     padded[1, :3] = False
     with pytest.raises(spattn.Error, match="padded"):
         st.mask_function(batch_size=2, q_length=12, kv_length=12, attention_mask=padded)
+    with pytest.raises(spattn.Error, match="more tokens seen"):
+        st.mask_function(batch_size=2, q_length=12, kv_length=8, attention_mask=None)
+
+
+def test_static_cache_attends_to_the_written_slots_only():
+    """A static cache as transformers' StaticLayer reports it: before its first update the query offset is 0 (an int)
+    and the key slots are max_cache_len; after it, the offset is a tensor. The mask function passes the tokens
+    written (and recognises its own result handed back as the attention mask); the prefill attends to the first L
+    slots as without a cache, a decode step to the written slots only — the unwritten ones hold garbage here —
+    against the fp64 softmax attention over those keys; a prefill that does not start at slot 0 is refused."""
+    g = torch.Generator().manual_seed(SEED + 3)
+    slots, prompt = 64, 21
+    q, k, v = inputs(1, 4, 2, prompt, slots, 32, g)
+    k[:, :, prompt:] *= 50  # garbage in the unwritten slots: attending to them would show
+    written = st.mask_function(batch_size=1, q_length=prompt, kv_length=slots, q_offset=0)
+    assert written.dtype == torch.int64 and written.tolist() == [prompt]
+    again = st.mask_function(batch_size=1, q_length=prompt, kv_length=slots, q_offset=0, attention_mask=written)
+    assert again.tolist() == [prompt]
+    forward = st.attention_forward("dense")
+    out, _ = forward(module(), q, k, v, written, scaling=0.2)
+    want = attention_fp64(q, k[:, :, :prompt], v[:, :, :prompt], True, 0.2).transpose(1, 2)
+    assert (out.double() - want).abs().max().item() < 1e-4
+    q1 = torch.randn(1, 4, 1, 32, generator=g)
+    written = st.mask_function(batch_size=1, q_length=1, kv_length=slots, q_offset=torch.tensor(prompt))
+    assert written.tolist() == [prompt + 1]
+    out, _ = forward(module(), q1, k, v, written, scaling=0.2)
+    assert tuple(out.shape) == (1, 1, 4, 32)
+    want = attention_fp64(q1, k[:, :, :prompt + 1], v[:, :, :prompt + 1], True, 0.2).transpose(1, 2)
+    assert (out.double() - want).abs().max().item() < 1e-5
+    chunk = st.mask_function(batch_size=1, q_length=5, kv_length=slots, q_offset=torch.tensor(prompt))
     with pytest.raises(spattn.Error, match="static cache"):
-        st.mask_function(batch_size=2, q_length=1, kv_length=64, q_offset=11, attention_mask=None)
-    with pytest.raises(spattn.Error, match="static cache"):  # a static layer's offset as a tensor
-        st.mask_function(batch_size=2, q_length=12, kv_length=64, q_offset=torch.tensor(0))
+        forward(module(), q[:, :, :5], k, v, chunk)
 
 
 def test_register_names_the_implementation():
