@@ -95,7 +95,7 @@ constexpr int kStages = 2;
 /// The candidate kernel: one query head and 64-row block per CTA, 4 warps of 16 rows, built for 4 CTAs an SM (16 warps,
 /// 128 registers a thread at most). Several heads of one KV head per CTA (sharing the K codes) were faster while an SM
 /// held 12 warps of one head; with 16, one head per CTA is 7–8 % faster at a GQA ratio of 4 and 6 % at 2 (H200,
-/// bench/results/gpu-pipeline.md, 2026-11-29).
+/// bench/results/gpu-pipeline.md, 2026-11-29). Five CTAs (96 registers) spill and are 13–15 % slower (same page).
 constexpr int kCandidateWarps = kBQ / 16, kCandidateThreads = 32 * kCandidateWarps, kCandidateBlocksPerSm = 4;
 
 /// The sink-local mask (64 × 32 tiles, per query head): per query block with candidates, key block 0 and the local
