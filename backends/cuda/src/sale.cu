@@ -417,8 +417,8 @@ constexpr std::size_t candidate_bytes() {
 /// The candidate kernel's loads of segment s (key blocks 1 + 4s … 4 + 4s) into stage buf: each thread copies the same
 /// 16-byte piece of key rows k_row0, k_row0 + kRowStep, … below kChunkKeys (kThreads is a multiple of the pieces per
 /// row and kRowStep of 8, so the swizzled piece does not change), and at most one 16-byte piece of the K scales or of
-/// one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail). The addresses are set once by the kernel;
-/// a segment only adds its first key.
+/// one head's qmk (rows of ldk ≥ the segment's end: whole pieces, no tail). The addresses are set once (`of`); a
+/// segment only adds its first key. `q_rows` loads the CTA's Q codes with the first segment.
 template <int kRowBytes, int kLd, int kThreads>
 struct SegmentLoads {
   static constexpr int kPieces = kRowBytes / 16, kRowStep = kThreads / kPieces, kScalePieces = kChunkKeys / 4;
@@ -434,6 +434,42 @@ struct SegmentLoads {
   std::uint32_t s_k0;  ///< kGeneric: the shared address of stage 0's first row
   int k_row0, tid;
   bool has_scale_piece;
+
+  /// Thread tid's loads: the same 16-byte piece tid % kPieces of its code rows (from the codes kc into stage 0 at
+  /// s_k, the piece of row r at byte code_at(r, piece)), and piece tid % kScalePieces of the K scales ksc (threads
+  /// below kScalePieces) or of one head's qmk (the next kScalePieces; into s_sk / s_qmk).
+  template <class CodeAt>
+  __device__ __forceinline__ static SegmentLoads of(const std::int8_t* kc, std::int64_t nkv, unsigned char* s_k,
+                                                    CodeAt code_at, const float* ksc, const float* qmk, float* s_sk,
+                                                    float* s_qmk, int tid) {
+    SegmentLoads load;
+    const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % kScalePieces;
+    load.has_scale_piece = tid / kScalePieces <= 1;
+    const int which = load.has_scale_piece ? tid / kScalePieces : 0;  // 0: the K scales; 1: the head's qmk
+    load.kc = kc;
+    load.nkv = nkv;
+    load.k_row0 = k_row0;
+    load.tid = tid;
+    load.s_k0 = detail::smem_addr(s_k);
+    load.k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
+    load.k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
+    load.sc_src = (which == 0 ? ksc : qmk) + s_piece * 4;
+    load.sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk) + s_piece * 4);
+    load.sc_buf = kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
+    return load;
+  }
+
+  /// The CTA's 64 Q code rows from q_rows (rows past `rows`: zeros, copied from q_codes) into s_q.
+  template <class CodeAt>
+  __device__ __forceinline__ void q_rows(unsigned char* s_q, CodeAt code_at, const std::int8_t* q_codes,
+                                         const std::int8_t* q_rows, int rows) const {
+    for (int p = tid; p < kBQ * kPieces; p += kThreads) {
+      const int r = p / kPieces, piece = p % kPieces;
+      const bool ok = r < rows;
+      detail::cp_async16(detail::smem_addr(s_q + code_at(r, piece)), ok ? q_rows + r * kRowBytes + piece * 16 : q_codes,
+                         ok ? 16 : 0);
+    }
+  }
 
   __device__ __forceinline__ void operator()(std::int64_t s, int buf) const {
     const std::int64_t base = kBK * (1 + kSeg * s);
@@ -467,12 +503,102 @@ struct SegmentLoads {
   }
 };
 
+/// The candidate kernel's per-row state of query rows first … first + rows − 1 (their offset `at0` in the per-row
+/// arrays), in shared memory for the CTA's 64 rows: each row's threshold (sale::threshold of its sink-local state),
+/// Q scale and key end; rows past the sequence get none (key end 0: they never decide).
+__device__ __forceinline__ void stage_rows(const Geometry& g, const SaleBuffers& w, int h, std::int64_t at0,
+                                           std::int64_t first, int rows, std::int64_t nq, std::int64_t nkv, float* thr,
+                                           float* sq, std::int64_t* vis) {
+  for (int r = threadIdx.x; r < kBQ; r += kCandidateThreads) {
+    if (r < rows) {
+      thr[r] = sale::threshold(w.state[at0 + r], g.tau[h], g.scale_log2);
+      sq[r] = w.q_scale[at0 + r];
+      vis[r] = mask_policy::row_key_end<std::int64_t>(first + r, nq, nkv, g.seqs.causal);
+    } else {
+      thr[r] = 0.0f;
+      sq[r] = 0.0f;
+      vis[r] = 0;
+    }
+  }
+}
+
+/// The smallest key end of the warp's valid rows (each thread's rows r0, r1; at most nkv; INT64_MAX when none is
+/// valid): the fast path takes the blocks below it, whose every key every valid row of the warp sees.
+__device__ __forceinline__ std::int64_t warp_key_end(bool valid0, std::int64_t vis0, bool valid1, std::int64_t vis1,
+                                                     std::int64_t nkv) {
+  std::int64_t vis_min = INT64_MAX;
+  if (valid0) vis_min = min(vis0, nkv);
+  if (valid1) vis_min = min(vis_min, min(vis1, nkv));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    vis_min = min(vis_min, static_cast<std::int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(vis_min), o)));
+  return vis_min;
+}
+
+/// Warp 0, after a segment: lane c takes block c's margin (the max over the warps' margins), decides it, stores it
+/// at margins[row_margins + block] (kept margins: tests) and the kept blocks are appended ascending at
+/// row_out[kept …]. Returns the new count of kept blocks.
+__device__ __forceinline__ int append_kept(const float (*marg)[kSeg], int lane, std::int64_t block0, float* margins,
+                                           std::int64_t row_margins, std::int32_t* row_out, int kept) {
+  float m = -INFINITY;
+  if (lane < kSeg)
+    for (int x = 0; x < kCandidateWarps; ++x) m = max_of(m, marg[x][lane]);
+  const bool keep = lane < kSeg && sale::selected(m);
+  if (margins != nullptr && lane < kSeg) margins[row_margins + block0 + lane] = m;
+  const unsigned bits = __ballot_sync(0xffffffffu, keep);
+  if (keep) row_out[kept + __popc(bits & ((1u << lane) - 1u))] = static_cast<std::int32_t>(block0 + lane);
+  return kept + __popc(bits);
+}
+
+/// The end of a mask row with candidates: its `kept` candidates are written after block 0's slot; unless the
+/// sink-local region was resumed (MaskOut::with_region false: the kept candidates alone), block 0 and the local
+/// blocks [cand_end, n_max) go around them.
+__device__ __forceinline__ void finish_row(const MaskOut& out, std::int64_t row, int kept, std::int64_t cand_end,
+                                           std::int64_t n_max, int tid, int threads) {
+  std::int32_t* o = out.tiles + out.row_begin[row];
+  if (!out.with_region) {
+    if (tid == 0) out.row_end[row] = out.row_begin[row] + kept;
+    return;
+  }
+  const std::int64_t at = 1 + kept;
+  for (std::int64_t j = cand_end + tid; j < n_max; j += threads) o[at + j - cand_end] = static_cast<std::int32_t>(j);
+  if (tid == 0) {
+    o[0] = 0;
+    out.row_end[row] = out.row_begin[row] + at + (n_max - cand_end);
+  }
+}
+
+/// mma.sync: the integer products of a warp's 16 rows (its A fragments af, one per 32-byte k step) with the 32 keys
+/// of block c of a segment in shared memory (code rows of kLd bytes), added to acc in the m16n8 layout (keys
+/// 8·nt + 2·t4 + e: acc[4·nt + e] for row g, acc[4·nt + 2 + e] for row g + 8).
+template <int kSteps, int kLd, bool kInt4>
+__device__ __forceinline__ void mma_block(int (&acc)[16], const std::uint32_t (&af)[kSteps][4], const unsigned char* sk,
+                                          int c, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks)
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {
+      const int q8 = lane / 8;
+      std::uint32_t bf[4];
+      detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
+      if constexpr (kInt4) {
+        mma_s4(acc + 8 * np, af[ks], bf[0], bf[1]);
+        mma_s4(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+      } else {
+        mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
+        mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
+      }
+    }
+}
+
 /// Step 5: query block (longest rows first) of batch b and query head h. Warp w takes rows 16·w … + 15. mma.sync
 /// (kWgmma false): the warp's Q codes stay in registers as A fragments for the whole CTA, one 16 × 32 block at a time.
 /// wgmma (sm_90a, D = 128): the warpgroup's 64 × 128 products of a segment, both operands in shared memory, one 64-key
-/// half at a time, the other CTAs' decisions overlapping them. Its helpers: SegmentLoads (the K side of a segment),
-/// block_margin (a warp's decision of one block). The products and the mask-row tails stay in the kernel: moved into
-/// functions, they changed the sm_90a code (checked by comparing cubins), which this split was not to do.
+/// half at a time, the other CTAs' decisions overlapping them. Its helpers: SegmentLoads (the Q rows and the K side of
+/// each segment), stage_rows and warp_key_end (the rows' thresholds, scales and key ends), mma_block (mma.sync
+/// products of one block), block_margin (a warp's decision of one block), append_kept (the segment's decisions and
+/// kept blocks) and finish_row (the mask row's region). The wgmma products stay in the kernel; the split left the
+/// hot loop's PTX as it was (setup and warp 0's per-segment step reordered: checked with nvcc -ptx, 2026-11-29).
 /// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
 /// bytes and half the instructions of the s8 path, the same integer products.
 template <int D, bool kMargins, bool kWgmma, bool kInt4>
@@ -518,51 +644,16 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   const std::int8_t* kc = (kInt4 ? w.k_packed : w.k_codes) + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * kRowBytes;
   const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
   using Loads = SegmentLoads<kRowBytes, kLd, kThreads>;
-  constexpr int kPieces = Loads::kPieces;  // 16-byte pieces per code row
   // Byte offset of piece `piece` of code row r in a tile (padded rows, or the 128-byte swizzle).
   const auto code_at = [](int r, int piece) { return kWgmma ? r * kLd + ((piece ^ (r % 8)) << 4) : r * kLd + piece * 16; };
-  Loads load;
-  {
-    const int k_row0 = tid / kPieces, k_piece = tid % kPieces, s_piece = tid % Loads::kScalePieces;
-    load.has_scale_piece = tid / Loads::kScalePieces <= 1;
-    const int which = load.has_scale_piece ? tid / Loads::kScalePieces : 0;  // 0: the K scales; 1: the head's qmk
-    load.kc = kc;
-    load.nkv = nkv;
-    load.k_row0 = k_row0;
-    load.tid = tid;
-    load.s_k0 = detail::smem_addr(s_k);
-    load.k_src = kc + static_cast<std::int64_t>(k_row0) * kRowBytes + k_piece * 16;
-    load.k_dst = detail::smem_addr(s_k + code_at(k_row0, k_piece));
-    load.sc_src =
-        (which == 0 ? ksc : w.qmk + bh * g.ldk) + s_piece * 4;
-    load.sc_dst = detail::smem_addr((which == 0 ? s_sk : s_qmk) + s_piece * 4);
-    load.sc_buf = kChunkKeys * static_cast<std::uint32_t>(sizeof(float));
-  }
-  // Q codes of the head's rows (rows past the sequence: zeros), with the first segment.
-  const std::int8_t* q_rows = q_codes + (bh * g.seqs.nq + first) * kRowBytes;
-  for (int p = tid; p < kBQ * kPieces; p += kThreads) {
-    const int r = p / kPieces, piece = p % kPieces;
-    const bool ok = r < rows;
-    detail::cp_async16(detail::smem_addr(s_q + code_at(r, piece)), ok ? q_rows + r * kRowBytes + piece * 16 : q_codes,
-                       ok ? 16 : 0);
-  }
+  const Loads load = Loads::of(kc, nkv, s_k, code_at, ksc, w.qmk + bh * g.ldk, s_sk, s_qmk, tid);
+  load.q_rows(s_q, code_at, q_codes, q_codes + (bh * g.seqs.nq + first) * kRowBytes, rows);  // with segment 0
 #pragma unroll
   for (int st = 0; st < kStages - 1; ++st) {  // segments 0 … kStages − 2, one commit group each
     if (st < segs) load(st, st);
     detail::cp_async_commit();
   }
-  for (int r = tid; r < kBQ; r += kThreads) {
-    if (r < rows) {
-      const std::int64_t at = bh * g.seqs.nq + first + r;
-      s_thr[r] = sale::threshold(w.state[at], g.tau[h], g.scale_log2);
-      s_sq[r] = w.q_scale[at];
-      s_vis[r] = mask_policy::row_key_end<std::int64_t>(first + r, nq, nkv, g.seqs.causal);
-    } else {
-      s_thr[r] = 0.0f;
-      s_sq[r] = 0.0f;
-      s_vis[r] = 0;  // past the sequence: no valid key, never decides
-    }
-  }
+  stage_rows(g, w, h, bh * g.seqs.nq + first, first, rows, nq, nkv, s_thr, s_sq, s_vis);
 
   const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4, mrow = warp * 16;
 
@@ -580,12 +671,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   const float sq = s_sq[r0], thr0 = s_thr[r0], thr1 = s_thr[r1];
   const float qmk_bound = __uint_as_float(w.qmk_abs_max[bh]);
   const std::int64_t vis0 = s_vis[r0], vis1 = s_vis[r1];
-  // The fast path takes blocks whose every key every valid row of the warp sees: below the smallest such key end.
-  std::int64_t vis_min = INT64_MAX;
-  if (r0 < rows) vis_min = min(vis0, nkv);
-  if (r1 < rows) vis_min = min(vis_min, min(vis1, nkv));
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) vis_min = min(vis_min, static_cast<std::int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(vis_min), o)));
+  const std::int64_t vis_min = warp_key_end(r0 < rows, vis0, r1 < rows, vis1, nkv);
 
   // Warp 0 appends the kept candidates, ascending, after block 0 (if listed); kept counts them.
   std::int32_t* const row_out = out.tiles + out.row_begin[row] + (out.with_region ? 1 : 0);
@@ -650,53 +736,19 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
       for (int c = 0; c < kSeg; ++c) {
         const Unit x = unit_of(c);
         int acc[16] = {};
-#pragma unroll
-        for (int ks = 0; ks < kSteps; ++ks)
-#pragma unroll
-          for (int np = 0; np < 2; ++np) {
-            const int q8 = lane / 8;
-            std::uint32_t bf[4];
-            detail::ldmatrix_x4(bf, detail::smem_addr(sk + (c * kBK + (2 * np + q8 / 2) * 8 + lane % 8) * kLd + ks * 32 + (q8 % 2) * 16));
-            if constexpr (kInt4) {
-              mma_s4(acc + 8 * np, af[ks], bf[0], bf[1]);
-              mma_s4(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
-            } else {
-              mma_s8(acc + 8 * np, af[ks], bf[0], bf[1]);
-              mma_s8(acc + 8 * np + 4, af[ks], bf[2], bf[3]);
-            }
-          }
+        mma_block<kSteps, kLd, kInt4>(acc, af, sk, c, lane);
         decide(c, x, acc);
       }
     }
     __syncthreads();  // the 4 warps have written their margins of the segment's blocks
-    if (warp == 0) {  // lane c: block c's margin (the max over the warps) and decision
-      float m = -INFINITY;
-      if (lane < kSeg)
-        for (int x = 0; x < kCandidateWarps; ++x) m = max_of(m, s_marg[x][lane]);
-      const bool keep = lane < kSeg && sale::selected(m);
-      if (w.margins != nullptr && lane < kSeg) w.margins[row * g.tk + block0 + lane] = m;
-      const unsigned bits = __ballot_sync(0xffffffffu, keep);
-      if (keep) row_out[kept + __popc(bits & ((1u << lane) - 1u))] = static_cast<std::int32_t>(block0 + lane);
-      kept += __popc(bits);
-    }
+    if (warp == 0) kept = append_kept(s_marg, lane, block0, w.margins, row * g.tk, row_out, kept);
     // s_marg is written again only after the next step's barrier, which warp 0 reaches after reading it.
   }
   __shared__ int s_kept;
   if (warp == 0 && lane == 0) s_kept = kept;
   detail::cp_async_wait<0>();
   __syncthreads();
-  // Block 0 and the local blocks [candidate_end, n_max) around the kept candidates (unless the region was resumed).
-  std::int32_t* o = out.tiles + out.row_begin[row];
-  if (!out.with_region) {
-    if (tid == 0) out.row_end[row] = out.row_begin[row] + s_kept;
-    return;
-  }
-  const std::int64_t cand_end = sale::candidate_end(segs), at = 1 + s_kept;
-  for (std::int64_t j = cand_end + tid; j < n_max; j += kThreads) o[at + j - cand_end] = static_cast<std::int32_t>(j);
-  if (tid == 0) {
-    o[0] = 0;
-    out.row_end[row] = out.row_begin[row] + at + (n_max - cand_end);
-  }
+  finish_row(out, row, s_kept, sale::candidate_end(segs), n_max, tid, kThreads);
 }
 
 class SaleEstimatorImpl final : public SaleEstimator {
