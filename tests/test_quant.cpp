@@ -15,6 +15,38 @@
 namespace spattn::test {
 namespace {
 
+// The tests' own int8 operands from the core's primitives (int8_block_scale, int8_code), independent of the
+// reference's make_quant. Rows are [n × d] floats.
+
+/// The rows of head h of t as [n × d] floats.
+std::vector<float> head_rows(const HostTensor& t, std::int64_t h) {
+  const std::int64_t d = t.dim();
+  std::vector<float> r(static_cast<std::size_t>(t.seqlen() * d));
+  for (std::int64_t i = 0; i < t.seqlen(); ++i)
+    for (std::int64_t e = 0; e < d; ++e) r[static_cast<std::size_t>(i * d + e)] = t.get(0, h, i, e);
+  return r;
+}
+
+/// Per row of x: the scale of its block of `block` rows (the last block may be shorter), int8_block_scale of its amax.
+std::vector<float> block_scales(const std::vector<float>& x, std::int64_t d, std::int64_t block) {
+  const auto n = static_cast<std::int64_t>(x.size()) / d;
+  std::vector<float> scale(static_cast<std::size_t>(n));
+  for (std::int64_t b0 = 0; b0 < n; b0 += block) {
+    const std::int64_t b1 = std::min(b0 + block, n);
+    float amax = 0;
+    for (auto i = static_cast<std::size_t>(b0 * d); i < static_cast<std::size_t>(b1 * d); ++i) amax = std::max(amax, std::fabs(x[i]));
+    std::fill(scale.begin() + b0, scale.begin() + b1, int8_block_scale(amax));
+  }
+  return scale;
+}
+
+/// The codes of x, row i under scale[i].
+std::vector<std::int32_t> int8_codes(const std::vector<float>& x, std::int64_t d, const std::vector<float>& scale) {
+  std::vector<std::int32_t> c(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) c[i] = int8_code(x[i], scale[i / static_cast<std::size_t>(d)]);
+  return c;
+}
+
 TEST_CASE("int8 codes: round half away from zero, clamp, exact near .5, NaN to 0") {
   CHECK(int8_code(2.5f, 1.0f) == 3);
   CHECK(int8_code(-2.5f, 1.0f) == -3);
@@ -57,26 +89,22 @@ TEST_CASE("int8 mode = softmax of the exactly dequantized integer scores (fp64 r
   for (std::int64_t j = 0; j < 200; ++j)
     for (int e = 0; e < 64; ++e) mean[static_cast<std::size_t>(e)] += k.get(0, 0, j, e);
   for (auto& m : mean) m /= 200.0f;
-  std::vector<float> ks(200 * 64);
-  for (std::int64_t j = 0; j < 200; ++j)
-    for (int e = 0; e < 64; ++e) ks[static_cast<std::size_t>(j * 64 + e)] = k.get(0, 0, j, e) - mean[static_cast<std::size_t>(e)];
-  auto block_scale = [](auto get, std::int64_t first, std::int64_t last) {
-    float amax = 0;
-    for (std::int64_t r = first; r < last; ++r)
-      for (int e = 0; e < 64; ++e) amax = std::max(amax, std::fabs(get(r, e)));
-    return int8_block_scale(amax);
-  };
+  std::vector<float> ks = head_rows(k, 0);
+  for (std::size_t i = 0; i < ks.size(); ++i) ks[i] -= mean[i % 64];
+  const std::vector<float> dk = block_scales(ks, 64, 32);
+  const std::vector<std::int32_t> ck = int8_codes(ks, 64, dk);
   const double c0 = double(scale_log2(p.softmax_scale()));
-  for (std::int64_t h = 0; h < 2; ++h)
+  for (std::int64_t h = 0; h < 2; ++h) {
+    const std::vector<float> qs = head_rows(q, h), dq = block_scales(qs, 64, 64);
+    const std::vector<std::int32_t> cq = int8_codes(qs, 64, dq);
     for (std::int64_t i = 0; i < 150; i += 7) {
-      const float dq = block_scale([&](std::int64_t r, int e) { return q.get(0, h, r, e); }, i / 64 * 64, std::min<std::int64_t>(i / 64 * 64 + 64, 150));
       std::vector<double> x;
       const std::int64_t visible = i + 50 + 1;
       for (std::int64_t j = 0; j < visible; ++j) {
-        const float dk = block_scale([&](std::int64_t r, int e) { return ks[static_cast<std::size_t>(r * 64 + e)]; }, j / 32 * 32, std::min<std::int64_t>(j / 32 * 32 + 32, 200));
         std::int64_t acc = 0;
-        for (int e = 0; e < 64; ++e) acc += std::int64_t{int8_code(q.get(0, h, i, e), dq)} * int8_code(ks[static_cast<std::size_t>(j * 64 + e)], dk);
-        x.push_back(double(acc) * double(float(c0) * (dq * dk)));
+        for (int e = 0; e < 64; ++e) acc += std::int64_t{cq[static_cast<std::size_t>(i * 64 + e)]} * ck[static_cast<std::size_t>(j * 64 + e)];
+        const auto si = static_cast<std::size_t>(i), sj = static_cast<std::size_t>(j);
+        x.push_back(double(acc) * double(float(c0) * (dq[si] * dk[sj])));
       }
       const double mx = *std::max_element(x.begin(), x.end());
       double l = 0;
@@ -88,6 +116,7 @@ TEST_CASE("int8 mode = softmax of the exactly dequantized integer scores (fp64 r
       }
       for (int e = 0; e < 64; ++e) REQUIRE(std::fabs(o.get(0, h, i, e) - out[static_cast<std::size_t>(e)] / l) < 2e-5);
     }
+  }
 }
 
 // The int8 path on the llm workload (causal, N = 700) in `dtype`, by no bound fitted to observed seeds: (1) against an
@@ -114,36 +143,14 @@ void check_int8_on_llm(DType dtype) {
   // sequence mean (rounded to the dtype), per-block amax scales, codes. Rows [n × d] as floats.
   const std::int64_t d = p.head_dim;
   auto at = [d](std::int64_t row, std::int64_t e) { return static_cast<std::size_t>(row * d + e); };
-  auto rows = [&](const HostTensor& t, std::int64_t h) {
-    std::vector<float> r(static_cast<std::size_t>(t.seqlen() * d));
-    for (std::int64_t i = 0; i < t.seqlen(); ++i)
-      for (std::int64_t e = 0; e < d; ++e) r[at(i, e)] = t.get(0, h, i, e);
-    return r;
-  };
-  auto block_scales = [&](const std::vector<float>& x, std::int64_t block) {  // per row: its block's scale
-    const auto n = static_cast<std::int64_t>(x.size()) / d;
-    std::vector<float> scale(static_cast<std::size_t>(n));
-    for (std::int64_t b0 = 0; b0 < n; b0 += block) {
-      const std::int64_t b1 = std::min(b0 + block, n);
-      float amax = 0;
-      for (std::size_t i = at(b0, 0); i < at(b1, 0); ++i) amax = std::max(amax, std::fabs(x[i]));
-      std::fill(scale.begin() + b0, scale.begin() + b1, int8_block_scale(amax));
-    }
-    return scale;
-  };
-  auto codes = [&](const std::vector<float>& x, const std::vector<float>& scale) {
-    std::vector<std::int32_t> c(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) c[i] = int8_code(x[i], scale[i / static_cast<std::size_t>(d)]);
-    return c;
-  };
   const std::int64_t n = p.seqlen_kv;
-  const std::vector<float> k = rows(w.k, 0), v = rows(w.v, 0);
+  const std::vector<float> k = head_rows(w.k, 0), v = head_rows(w.v, 0);
   std::vector<float> mean(static_cast<std::size_t>(d)), smoothed(k.size());
   sequence_mean_rows(k.data(), n, d, mean.data());
   for (float& m : mean) m = round_to_dtype(m, p.dtype);
   for (std::size_t i = 0; i < k.size(); ++i) smoothed[i] = int8_smoothed_key(k[i], mean[i % mean.size()], p.dtype);
-  const std::vector<float> k_scale = block_scales(smoothed, opt.quant_block_k);
-  const std::vector<std::int32_t> ck = codes(smoothed, k_scale);
+  const std::vector<float> k_scale = block_scales(smoothed, d, opt.quant_block_k);
+  const std::vector<std::int32_t> ck = int8_codes(smoothed, d, k_scale);
 
   // (1) Tolerance, relative to S' = Σ_j p'_j |v_j,c| (p' the oracle's softmax). The int8 path multiplies P rounded to
   // the dtype by V (the denominator keeps the fp32 weights): ≤ u_p·S' (bf16: 2^-8; f32: no rounding). Its fp32
@@ -170,8 +177,8 @@ void check_int8_on_llm(DType dtype) {
   double worst_oracle = 0, worst_bound = 0, diff = 0, norm = 0;
   std::vector<double> pq, pe;  // logits, then softmax: int8 (the oracle's), exact
   for (std::int64_t h = 0; h < p.heads_q; ++h) {
-    const std::vector<float> q = rows(w.q, h), q_scale = block_scales(q, opt.quant_block_q);
-    const std::vector<std::int32_t> cq = codes(q, q_scale);
+    const std::vector<float> q = head_rows(w.q, h), q_scale = block_scales(q, d, opt.quant_block_q);
+    const std::vector<std::int32_t> cq = int8_codes(q, d, q_scale);
     for (std::int64_t i = 0; i < p.seqlen_q; ++i) {
       const std::int64_t keys = p.causal ? i + 1 + (n - p.seqlen_q) : n;  // attend_dense: causal bottom-right
       pq.resize(static_cast<std::size_t>(keys)), pe.resize(pq.size());
