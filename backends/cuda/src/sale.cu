@@ -508,8 +508,8 @@ struct SegmentLoads {
 /// Q scale and key end; rows past the sequence get none (key end 0: they never decide).
 __device__ __forceinline__ void stage_rows(const Geometry& g, const SaleBuffers& w, int h, std::int64_t at0,
                                            std::int64_t first, int rows, std::int64_t nq, std::int64_t nkv, float* thr,
-                                           float* sq, std::int64_t* vis) {
-  for (int r = threadIdx.x; r < kBQ; r += kCandidateThreads) {
+                                           float* sq, std::int64_t* vis, int tid, int threads) {
+  for (int r = tid; r < kBQ; r += threads) {
     if (r < rows) {
       thr[r] = sale::threshold(w.state[at0 + r], g.tau[h], g.scale_log2);
       sq[r] = w.q_scale[at0 + r];
@@ -548,6 +548,13 @@ __device__ __forceinline__ int append_kept(const float (*marg)[kSeg], int lane, 
   const unsigned bits = __ballot_sync(0xffffffffu, keep);
   if (keep) row_out[kept + __popc(bits & ((1u << lane) - 1u))] = static_cast<std::int32_t>(block0 + lane);
   return kept + __popc(bits);
+}
+
+/// A mask row without candidates (a dense head, or a short row): every reachable block [0, n_max).
+__device__ __forceinline__ void dense_row(const MaskOut& out, std::int64_t row, std::int64_t n_max, int tid, int threads) {
+  std::int32_t* o = out.tiles + out.row_begin[row];
+  for (std::int64_t j = tid; j < n_max; j += threads) o[j] = static_cast<std::int32_t>(j);
+  if (tid == 0) out.row_end[row] = out.row_begin[row] + n_max;
 }
 
 /// The end of a mask row with candidates: its `kept` candidates are written after block 0's slot; unless the
@@ -597,7 +604,7 @@ __device__ __forceinline__ void mma_block(int (&acc)[16], const std::uint32_t (&
 /// half at a time, the other CTAs' decisions overlapping them. Its helpers: SegmentLoads (the Q rows and the K side of
 /// each segment), stage_rows and warp_key_end (the rows' thresholds, scales and key ends), mma_block (mma.sync
 /// products of one block), block_margin (a warp's decision of one block), append_kept (the segment's decisions and
-/// kept blocks) and finish_row (the mask row's region). The wgmma products stay in the kernel; the split left the
+/// kept blocks), dense_row and finish_row (the mask row's region). The wgmma products stay in the kernel; the split left the
 /// hot loop's PTX as it was (setup and warp 0's per-segment step reordered: checked with nvcc -ptx, 2026-11-29).
 /// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
 /// bytes and half the instructions of the s8 path, the same integer products.
@@ -634,12 +641,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   const std::int64_t n_max = mask_policy::reachable_tiles<std::int64_t>(blk, kBQ, kBK, nq, nkv, g.seqs.causal);
   const int rows = static_cast<int>(nq - first < kBQ ? nq - first : kBQ);
   const std::int64_t segs = sale::candidate_segments(n_max, g.local_blocks, g.tau[h]);
-  if (segs == 0) {  // a dense head, or a short row: every reachable block
-    std::int32_t* o = out.tiles + out.row_begin[row];
-    for (std::int64_t j = tid; j < n_max; j += kThreads) o[j] = static_cast<std::int32_t>(j);
-    if (tid == 0) out.row_end[row] = out.row_begin[row] + n_max;
-    return;
-  }
+  if (segs == 0) return dense_row(out, row, n_max, tid, kThreads);
 
   const std::int8_t* kc = (kInt4 ? w.k_packed : w.k_codes) + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.seqs.nkv * kRowBytes;
   const float* ksc = w.k_scale + (static_cast<std::int64_t>(b) * g.heads_kv + hkv) * g.ldk;
@@ -653,7 +655,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
     if (st < segs) load(st, st);
     detail::cp_async_commit();
   }
-  stage_rows(g, w, h, bh * g.seqs.nq + first, first, rows, nq, nkv, s_thr, s_sq, s_vis);
+  stage_rows(g, w, h, bh * g.seqs.nq + first, first, rows, nq, nkv, s_thr, s_sq, s_vis, tid, kThreads);
 
   const int warp = tid / 32, lane = tid % 32, gq = lane / 4, t4 = lane % 4, mrow = warp * 16;
 
