@@ -20,6 +20,8 @@
 // first K chunk) and epilogue, which a sparse mask's short key lists expose.
 // The warp-level primitives (mma.sync, ldmatrix, cp.async, the swizzle) are nvidia/spattn_ptx's, shared with the
 // hand-written CUDA backend; this kernel is the Kokkos backend's own (its team, its scratch, its row blocks).
+// The code: MmaTeam (the team's buffers, its copies and fragment addresses), MmaRows (a warp's rows: Q·Kᵀ and the
+// softmax step, P·V, the end) and FlashMma::run (the chunk loop and its barriers).
 // Not bit-identical to the reference (fp32 accumulation in another order; P in the input dtype as every flash
 // kernel): outputs within the dtype's tolerance (DESIGN.md §5.4), as the other Kokkos kernels.
 #pragma once
@@ -68,6 +70,226 @@ __device__ inline void store_pair(const DeviceTensor& o, std::int64_t i, float x
 }
 #endif
 
+/// One team's place in FlashMma: its row block, the thread's lane coordinates, the scratch buffers (K, V, the chunks'
+/// keys) and the addresses its copies and fragments use; the kernel's data movement is its member functions.
+template <class T, int D, bool kPV>
+struct MmaTeam {
+  static constexpr int kPieces = D / 8;  // 16-byte pieces of a row
+  static constexpr int kSlots = kPV ? 2 : mma::kKeySlots;
+  static constexpr std::uint32_t kRowBytes = 2u * D;
+  /// load_rows: a thread copies 16-byte piece tid % kPieces of rows tid / kPieces + kPass·i; kPass is a multiple of 8,
+  /// so its swizzled piece is the same in each.
+  static constexpr int kPass = mma::kThreads / kPieces;
+
+  const AttendArgs& a;
+  const RowBlock& blk;
+  int tid, warp, lane, g, t4;
+  T* sk;       ///< K's buffer [kKeys][D] (the statistics pass: both buffers, 2·kKeys rows)
+  T* sv;       ///< V's buffer [kKeys][D]; Q's rows pass through it first
+  int* skeys;  ///< [kSlots][kKeys]: the keys of chunk c at slot c % kSlots
+  int count, limit, tile_k, chunks;  ///< the block's key list: positions [0, positions) in chunks of kKeys (< 2^31 keys)
+  const T* kg;
+  const T* vg;
+  std::int64_t k_sn, v_sn;
+  int my_row, my_piece;  ///< load_rows: this thread's first row and its piece
+  std::uint32_t k_lane, k_x, v_lane, v_x, my_dst;
+
+#if defined(__CUDA_ARCH__)
+  __device__ MmaTeam(const AttendArgs& args, const RowBlock& block, int thread, void* scratch)
+      : a(args), blk(block), tid(thread), warp(thread / 32), lane(thread % 32), g(lane / 4), t4(lane % 4) {
+    auto* base = static_cast<unsigned char*>(scratch);
+    base += (128u - reinterpret_cast<std::uintptr_t>(base) % 128u) % 128u;
+    sk = reinterpret_cast<T*>(base);
+    sv = sk + mma::kKeys * D;
+    skeys = reinterpret_cast<int*>(sv + mma::kKeys * D);
+    count = static_cast<int>(blk.count);
+    limit = static_cast<int>(blk.limit);
+    tile_k = a.tile_k;
+    chunks = static_cast<int>((blk.positions + mma::kKeys - 1) / mma::kKeys);
+    kg = static_cast<const T*>(a.k.data) + blk.kv_row(a, a.k, 0);
+    vg = static_cast<const T*>(a.v.data) + blk.kv_row(a, a.v, 0);
+    k_sn = a.k.stride_n, v_sn = a.v.stride_n;
+    // The fragments' 32-bit shared addresses, swz<D> spelled out: a lane's ldmatrix rows are ≡ lane (mod 8), so its
+    // 16-byte piece p of a row lies at piece p ^ (lane % 8). K: rows 16·nt + lane % 8 + 8·(lane / 16), pieces
+    // 2·ks + (lane / 8) % 2; V (transposed): rows 16·kk + lane % 8 + 8·((lane / 8) % 2), pieces 2·dp + lane / 16.
+    const std::uint32_t l7 = lane % 8;
+    k_lane = ptx::smem_addr(sk) + (l7 + 8u * (lane / 16)) * kRowBytes, k_x = ((lane / 8) % 2) ^ l7;
+    v_lane = ptx::smem_addr(sv) + (l7 + 8u * ((lane / 8) % 2)) * kRowBytes, v_x = (lane / 16) ^ l7;
+    my_row = tid / kPieces, my_piece = tid % kPieces;
+    my_dst = (my_row * kPieces + (my_piece ^ (my_row % 8))) * 16u;
+  }
+
+  /// Q's rows (rows past the block: zeros) into V's buffer by cp.async, one group; they load while the keys of the
+  /// first chunk are found and its K rows load (the loop's first barrier orders the fragment reads before V's first load).
+  __device__ void stage_q() const {
+    const T* qg = static_cast<const T*>(a.q.data);
+    for (int c = tid; c < mma::kRows * kPieces; c += mma::kThreads) {
+      const int r = c / kPieces, col = (c % kPieces) * 8;
+      const bool ok = r < blk.rows;
+      ptx::cp_async16(ptx::smem_addr(sv + ptx::swz<D>(r, col)), qg + (ok ? blk.q_row(a, a.q, r) + col : 0), ok ? 16 : 0);
+    }
+    ptx::cp_async_commit();
+  }
+  /// Q's A fragments of the warp's 16 rows from V's buffer (after the barrier that follows Q's cp.async).
+  __device__ void load_q_fragments(std::uint32_t (&qf)[D / 16][4]) const {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      ptx::ldmatrix_x4(qf[ks], ptx::smem_addr(sv + ptx::swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
+  }
+  __device__ std::uint32_t k_frag(int nt, int ks) const { return k_lane + 16u * kRowBytes * nt + (((2u * ks) ^ k_x) << 4); }
+  __device__ std::uint32_t v_frag(int kk, int dp) const { return v_lane + 16u * kRowBytes * kk + (((2u * dp) ^ v_x) << 4); }
+  __device__ const int* keys(int c) const { return skeys + (c % kSlots) * mma::kKeys; }
+
+  /// Slot c % kSlots ← the keys of chunk c (threads < kKeys; mask_policy::key_at, −1: none).
+  __device__ void find_keys(int c) const {
+    if (tid < mma::kKeys)
+      skeys[(c % kSlots) * mma::kKeys + tid] = mask_policy::key_at<int>(blk.kept, count, tile_k, c * mma::kKeys + tid, limit);
+  }
+  /// The rows of chunk c (keys in skeys, after a barrier) from src (row stride sn) into a buffer, by cp.async.
+  __device__ void load_rows(T* buffer, const T* src, std::int64_t sn, int c) const {
+    const int* ks = keys(c);
+    const std::uint32_t dst = ptx::smem_addr(buffer) + my_dst;
+#pragma unroll
+    for (int i = 0; i < mma::kKeys / kPass; ++i) {
+      const int j = ks[my_row + kPass * i];
+      ptx::cp_async16(dst + i * kPass * kRowBytes, src + (j >= 0 ? j * sn + 8 * my_piece : 0), j >= 0 ? 16 : 0);
+    }
+  }
+  __device__ void load_k(T* buffer, int c) const { load_rows(buffer, kg, k_sn, c); }
+  __device__ void load_v(int c) const { load_rows(sv, vg, v_sn, c); }
+#endif
+};
+
+/// The warp's rows g and g + 8 of its 16: the running max, this lane's part of l, the accumulators (the quad's lanes
+/// hold column pairs 8·dt + 2·t4), which keys each row sees; the kernel's arithmetic is its member functions.
+template <class T, int D, bool kPV>
+struct MmaRows {
+  using Team = MmaTeam<T, D, kPV>;
+  float acc[D / 8][4];
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  mask_policy::RowKeys<int> sees[2];
+  int warp_end;  ///< the warp's first row's key end: row ends do not decrease down a block
+
+#if defined(__CUDA_ARCH__)
+  /// Zero state, or AttendOptions::resume's (m, l) and l·O (l on lane t4 = 0); the rows' key ends.
+  __device__ explicit MmaRows(const Team& t) {
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = t.warp * 16 + t.g + 8 * half;
+      if (!kPV || !t.blk.resumed(t.a, r)) continue;
+      const SoftmaxState st = t.a.resume[t.blk.state_row0 + r];
+      m_run[half] = st.m;
+      l_run[half] = t.t4 == 0 ? st.l : 0.0f;
+      const std::int64_t orow = t.blk.q_row(t.a, t.a.o, r);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt)
+        for (int e = 0; e < 2; ++e) acc[dt][2 * half + e] = st.l * t.a.o.load(orow + 8 * dt + 2 * t.t4 + e);
+    }
+    const auto row_end = [&](int r) { return static_cast<int>(t.blk.row_keys(t.a, r).end); };
+    sees[0].end = row_end(t.warp * 16 + t.g);
+    sees[1].end = row_end(t.warp * 16 + t.g + 8);
+    warp_end = row_end(t.warp * 16);
+  }
+
+  /// S = Q·Kᵀ of chunk c (K rows at byte offset k_off of K's buffer), then the online softmax step of both rows on it:
+  /// s becomes P, m_run and l_run move, acc is rescaled. Base-2 scores, −∞ where the row does not see the key. Keys
+  /// ascend along the list, −1 (none) only at its end: a chunk whose last key is one the warp's first row sees is seen
+  /// wholly by every row of the warp (no per-key test).
+  __device__ void score(const Team& t, const std::uint32_t (&qf)[D / 16][4], int c, std::uint32_t k_off,
+                        float (&s)[mma::kKeys / 8][4]) {
+    using M = ptx::MmaType<T>;
+#pragma unroll
+    for (int nt = 0; nt < mma::kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+      for (int nt = 0; nt < mma::kKeys / 16; ++nt) {
+        std::uint32_t bf[4];
+        ptx::ldmatrix_x4(bf, t.k_frag(nt, ks) + k_off);
+        M::mma(s[2 * nt], qf[ks], bf[0], bf[1]);
+        M::mma(s[2 * nt + 1], qf[ks], bf[2], bf[3]);
+      }
+    const int* keys = t.keys(c);
+    const int last = keys[mma::kKeys - 1];
+    const bool whole = last >= 0 && last < warp_end;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < mma::kKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float x = s[nt][2 * half + e] * t.a.s.scale_log2;
+          if (!whole && !sees[half].sees(keys[nt * 8 + 2 * t.t4 + e])) x = -INFINITY;
+          s[nt][2 * half + e] = x;
+          mx = x > mx ? x : mx;
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = mx > m_run[half] ? mx : m_run[half];
+      const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < mma::kKeys / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float w = softmax_weight(s[nt][2 * half + e], m_new, Exp2Fast{});
+          s[nt][2 * half + e] = w;
+          sum += w;
+        }
+      l_run[half] = fma_f32(l_run[half], alpha, sum);
+      m_run[half] = m_new;
+      if (kPV && alpha != 1.0f)  // the running max moved (a multiply by 1 changes nothing: skipped)
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
+    }
+  }
+
+  /// O += P·V: P rounded to T straight from the S accumulators (the C layout is the A layout), V read transposed.
+  __device__ void add_pv(const Team& t, const float (&s)[mma::kKeys / 8][4]) {
+    using M = ptx::MmaType<T>;
+#pragma unroll
+    for (int kk = 0; kk < mma::kKeys / 16; ++kk) {
+      const std::uint32_t p[4] = {ptx::pack2<T>(s[2 * kk][0], s[2 * kk][1]), ptx::pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                  ptx::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                  ptx::pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t bf[4];
+        ptx::ldmatrix_x4_trans(bf, t.v_frag(kk, dp));
+        M::mma(acc[2 * dp], p, bf[0], bf[1]);
+        M::mma(acc[2 * dp + 1], p, bf[2], bf[3]);
+      }
+    }
+  }
+
+  /// l summed over the quad; O = acc / l (OnlineSoftmax::finalize: zeros for an empty row) stored; the rows' final
+  /// states into `states` (team scratch) for finish_rows.
+  __device__ void finish(const Team& t, SoftmaxState* states) const {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_run[half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int r = t.warp * 16 + t.g + 8 * half;
+      const SoftmaxState st{m_run[half], l};
+      if (t.t4 == 0) states[r] = st;
+      if (!kPV || r >= t.blk.rows) continue;
+      const std::int64_t orow = t.blk.q_row(t.a, t.a.o, r);
+#pragma unroll
+      for (int dt = 0; dt < D / 8; ++dt) {
+        const float pair[2] = {acc[dt][2 * half], acc[dt][2 * half + 1]};
+        float out[2];
+        OnlineSoftmax::finalize(st, pair, 2, out);
+        store_pair(t.a.o, orow + 8 * dt + 2 * t.t4, out[0], out[1]);
+      }
+    }
+  }
+#endif
+};
+
 /// T: __half or __nv_bfloat16 (Q, K and V all of it); D = Dv. kPV = false: the statistics pass — each row's (m, l)
 /// over its keys to state_out / LSE and nothing else (no V, no O: AnchorAttention's anchor pass, as the hand-written
 /// backend's state pass). Its loop double-buffers K in the two buffers, finds keys two chunks ahead and has one team
@@ -90,231 +312,58 @@ struct FlashMma {
 
 #if defined(__CUDA_ARCH__)
   __device__ void run(const Member& team, std::int64_t& empty_rows) const {
-    using namespace ptx;
-    using namespace mma;
-    using M = MmaType<T>;
-    constexpr int kPieces = D / 8;  // 16-byte pieces of a row
-    const RowBlock blk(a, team.league_rank(), kRows, a.s.causal);
+    const RowBlock blk(a, team.league_rank(), mma::kRows, a.s.causal);
     if (blk.rows == 0) return;
-    const int tid = team.team_rank(), warp = tid / 32, lane = tid % 32, g = lane / 4, t4 = lane % 4;
-
-    auto* base = static_cast<unsigned char*>(team.team_scratch(0).get_shmem(scratch_bytes<D>()));
-    base += (128u - reinterpret_cast<std::uintptr_t>(base) % 128u) % 128u;
-    T* sk = reinterpret_cast<T*>(base);
-    T* sv = sk + kKeys * D;
-    constexpr int kSlots = kPV ? 2 : kKeySlots;
-    int* skeys = reinterpret_cast<int*>(sv + kKeys * D);  // [kSlots][kKeys]: the keys of chunk c at slot c % kSlots
-
-    // Q rows (rows past the block: zeros) through V's buffer into the A fragments, loading while the keys of the first
-    // chunk are found and its K rows load (the loop's first barrier orders the fragment reads before V's first load).
-    const T* qg = static_cast<const T*>(a.q.data);
-    for (int c = tid; c < kRows * kPieces; c += kThreads) {
-      const int r = c / kPieces, col = (c % kPieces) * 8;
-      const bool ok = r < blk.rows;
-      cp_async16(smem_addr(sv + swz<D>(r, col)), qg + (ok ? blk.q_row(a, a.q, r) + col : 0), ok ? 16 : 0);
-    }
-    cp_async_commit();
-    // The fragments' 32-bit shared addresses, swz<D> spelled out: a lane's ldmatrix rows are ≡ lane (mod 8), so its
-    // 16-byte piece p of a row lies at piece p ^ (lane % 8). K: rows 16·nt + lane % 8 + 8·(lane / 16), pieces
-    // 2·ks + (lane / 8) % 2; V (transposed): rows 16·kk + lane % 8 + 8·((lane / 8) % 2), pieces 2·dp + lane / 16.
-    constexpr std::uint32_t kRowBytes = 2u * D;
-    const std::uint32_t l7 = lane % 8;
-    const std::uint32_t k_lane = smem_addr(sk) + (l7 + 8u * (lane / 16)) * kRowBytes, k_x = ((lane / 8) % 2) ^ l7;
-    const std::uint32_t v_lane = smem_addr(sv) + (l7 + 8u * ((lane / 8) % 2)) * kRowBytes, v_x = (lane / 16) ^ l7;
-    const auto k_frag = [&](int nt, int ks) { return k_lane + 16u * kRowBytes * nt + (((2u * ks) ^ k_x) << 4); };
-    const auto v_frag = [&](int kk, int dp) { return v_lane + 16u * kRowBytes * kk + (((2u * dp) ^ v_x) << 4); };
-
-    // The block's key list: positions [0, positions) in chunks of kKeys (int: a sequence holds < 2^31 keys).
-    const int count = static_cast<int>(blk.count), limit = static_cast<int>(blk.limit), tile_k = a.tile_k;
-    const int chunks = static_cast<int>((blk.positions + kKeys - 1) / kKeys);
-    const T* kg = static_cast<const T*>(a.k.data) + blk.kv_row(a, a.k, 0);
-    const T* vg = static_cast<const T*>(a.v.data) + blk.kv_row(a, a.v, 0);
-    const std::int64_t k_sn = a.k.stride_n, v_sn = a.v.stride_n;
-    // Slot c % kSlots ← the keys of chunk c (threads < kKeys; mask_policy::key_at, −1: none).
-    const auto find_keys = [&](int c) {
-      if (tid < kKeys)
-        skeys[(c % kSlots) * kKeys + tid] = mask_policy::key_at<int>(blk.kept, count, tile_k, c * kKeys + tid, limit);
-    };
-    // The rows of chunk c (keys in skeys, after a barrier) into a buffer: a thread copies 16-byte piece
-    // tid % kPieces of rows tid / kPieces + kPass·i; kPass is a multiple of 8, so its swizzled piece is the same in each.
-    constexpr int kPass = kThreads / kPieces;
-    const int my_row = tid / kPieces, my_piece = tid % kPieces;
-    const std::uint32_t my_dst = (my_row * kPieces + (my_piece ^ (my_row % 8))) * 16u;
-    const auto load_rows = [&](T* buffer, const T* src, std::int64_t sn, int c) {
-      const int* keys = skeys + (c % kSlots) * kKeys;
-      const std::uint32_t dst = smem_addr(buffer) + my_dst;
-#pragma unroll
-      for (int i = 0; i < kKeys / kPass; ++i) {
-        const int j = keys[my_row + kPass * i];
-        cp_async16(dst + i * kPass * kRowBytes, src + (j >= 0 ? j * sn + 8 * my_piece : 0), j >= 0 ? 16 : 0);
-      }
-    };
-
-    // Row state (rows g and g + 8 of the warp's 16): the running max, this lane's part of l, the accumulators
-    // (the quad's lanes hold column pairs 8·dt + 2·t4); AttendOptions::resume: (m, l) and l·O, l on lane t4 = 0.
-    float acc[D / 8][4];
-    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + g + 8 * half;
-      if (!kPV || !blk.resumed(a, r)) continue;
-      const SoftmaxState st = a.resume[blk.state_row0 + r];
-      m_run[half] = st.m;
-      l_run[half] = t4 == 0 ? st.l : 0.0f;
-      const std::int64_t orow = blk.q_row(a, a.o, r);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        for (int e = 0; e < 2; ++e) acc[dt][2 * half + e] = st.l * a.o.load(orow + 8 * dt + 2 * t4 + e);
-    }
-
-    // The rows' key ends (which keys rows g and g + 8 see) and the warp's smallest (its first row's: row ends do not
-    // decrease down a block), so that a chunk every row of the warp sees wholly skips the per-key test.
-    const auto row_end = [&](int r) { return static_cast<int>(blk.row_keys(a, r).end); };
-    mask_policy::RowKeys<int> rows_see[2];
-    rows_see[0].end = row_end(warp * 16 + g);
-    rows_see[1].end = row_end(warp * 16 + g + 8);
-    const int warp_end = row_end(warp * 16);
-
-    // Q's A fragments from V's buffer (after the barrier that follows Q's cp.async).
-    std::uint32_t qf[D / 16][4];
-    const auto load_q_fragments = [&]() {
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        ldmatrix_x4(qf[ks], smem_addr(sv + swz<D>(warp * 16 + lane % 16, ks * 16 + (lane / 16) * 8)));
-    };
-
-    // S = Q·Kᵀ of chunk c (K rows at byte offset k_off of K's buffer), then the online softmax step of rows g and
-    // g + 8 on it: s becomes P, m_run and l_run move, acc is rescaled. Base-2 scores, −∞ where the row does not see
-    // the key. Keys ascend along the list, −1 (none) only at its end: a chunk whose last key is one the warp's first
-    // row sees is seen wholly by every row of the warp.
-    const auto score_chunk = [&](int c, std::uint32_t k_off, float (&s)[kKeys / 8][4]) {
-#pragma unroll
-      for (int nt = 0; nt < kKeys / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-#pragma unroll
-        for (int nt = 0; nt < kKeys / 16; ++nt) {
-          std::uint32_t bf[4];
-          ldmatrix_x4(bf, k_frag(nt, ks) + k_off);
-          M::mma(s[2 * nt], qf[ks], bf[0], bf[1]);
-          M::mma(s[2 * nt + 1], qf[ks], bf[2], bf[3]);
-        }
-      const int* keys = skeys + (c % kSlots) * kKeys;
-      const int last = keys[kKeys - 1];
-      const bool whole = last >= 0 && last < warp_end;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < kKeys / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = s[nt][2 * half + e] * a.s.scale_log2;
-            if (!whole && !rows_see[half].sees(keys[nt * 8 + 2 * t4 + e])) x = -INFINITY;
-            s[nt][2 * half + e] = x;
-            mx = x > mx ? x : mx;
-          }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = mx > m_run[half] ? mx : m_run[half];
-        const float alpha = softmax_rescale(m_run[half], m_new, Exp2Fast{});
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kKeys / 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float w = softmax_weight(s[nt][2 * half + e], m_new, Exp2Fast{});
-            s[nt][2 * half + e] = w;
-            sum += w;
-          }
-        l_run[half] = fma_f32(l_run[half], alpha, sum);
-        m_run[half] = m_new;
-        if (kPV && alpha != 1.0f)  // the running max moved (a multiply by 1 changes nothing: skipped)
-#pragma unroll
-          for (int dt = 0; dt < D / 8; ++dt) acc[dt][2 * half] *= alpha, acc[dt][2 * half + 1] *= alpha;
-      }
-    };
+    const MmaTeam<T, D, kPV> t(a, blk, team.team_rank(), team.team_scratch(0).get_shmem(mma::scratch_bytes<D>()));
+    t.stage_q();
+    MmaRows<T, D, kPV> rows(t);
 
     // The keys of chunk 0 (and 1: the statistics pass finds them two ahead), K of chunk 0, Q into registers.
-    find_keys(0);
-    if constexpr (!kPV) find_keys(1);
+    t.find_keys(0);
+    if constexpr (!kPV) t.find_keys(1);
     team.team_barrier();
-    if (chunks > 0) load_rows(sk, kg, k_sn, 0);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
+    if (t.chunks > 0) t.load_k(t.sk, 0);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();  // Q (K of chunk 0 may still be in flight)
     team.team_barrier();
-    load_q_fragments();
+    std::uint32_t qf[D / 16][4];
+    t.load_q_fragments(qf);
     if constexpr (kPV) {
       // Per chunk c: barrier 1 (K of c loaded; V of c − 1 and the keys of c − 1 no longer read), V of c loads, the keys
       // of c + 1 are found, Q·Kᵀ and the softmax step; barrier 2 (V of c loaded; K of c no longer read), K of c + 1
       // loads, P·V.
-      for (int c = 0; c < chunks; ++c) {
-        cp_async_wait<0>();
+      for (int c = 0; c < t.chunks; ++c) {
+        ptx::cp_async_wait<0>();
         team.team_barrier();
-        load_rows(sv, vg, v_sn, c);
-        cp_async_commit();
-        if (c + 1 < chunks) find_keys(c + 1);
-        float s[kKeys / 8][4];
-        score_chunk(c, 0u, s);
-
-        cp_async_wait<0>();
+        t.load_v(c);
+        ptx::cp_async_commit();
+        if (c + 1 < t.chunks) t.find_keys(c + 1);
+        float s[mma::kKeys / 8][4];
+        rows.score(t, qf, c, 0u, s);
+        ptx::cp_async_wait<0>();
         team.team_barrier();
-        if (c + 1 < chunks) load_rows(sk, kg, k_sn, c + 1);
-        cp_async_commit();
-#pragma unroll
-        for (int kk = 0; kk < kKeys / 16; ++kk) {
-          const std::uint32_t p[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                      pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                      pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-          for (int dp = 0; dp < D / 16; ++dp) {
-            std::uint32_t bf[4];
-            ldmatrix_x4_trans(bf, v_frag(kk, dp));
-            M::mma(acc[2 * dp], p, bf[0], bf[1]);
-            M::mma(acc[2 * dp + 1], p, bf[2], bf[3]);
-          }
-        }
+        if (c + 1 < t.chunks) t.load_k(t.sk, c + 1);
+        ptx::cp_async_commit();
+        rows.add_pv(t, s);
       }
     } else {
       // The statistics pass, per chunk c: one barrier (K of c loaded; every warp done with chunk c − 1, so K's other
       // buffer and the key slot of c + 2 are free), K of c + 1 loads into the other buffer, the keys of c + 2 are
       // found, Q·Kᵀ and the softmax step on buffer c % 2 (sk, then sv: one block of 2 · kKeys rows).
-      for (int c = 0; c < chunks; ++c) {
-        cp_async_wait<0>();
+      for (int c = 0; c < t.chunks; ++c) {
+        ptx::cp_async_wait<0>();
         team.team_barrier();
-        if (c + 1 < chunks) load_rows(sk + ((c + 1) % 2) * kKeys * D, kg, k_sn, c + 1);
-        cp_async_commit();
-        if (c + 2 < chunks) find_keys(c + 2);
-        float s[kKeys / 8][4];
-        score_chunk(c, (c % 2) * kKeys * kRowBytes, s);
+        if (c + 1 < t.chunks) t.load_k(t.sk + ((c + 1) % 2) * mma::kKeys * D, c + 1);
+        ptx::cp_async_commit();
+        if (c + 2 < t.chunks) t.find_keys(c + 2);
+        float s[mma::kKeys / 8][4];
+        rows.score(t, qf, c, (c % 2) * mma::kKeys * t.kRowBytes, s);
       }
     }
-    cp_async_wait<0>();   // (nothing is in flight: the last chunk loaded no K)
-    team.team_barrier();  // every warp is done with V and K (the states below reuse K's buffer)
-
-    // l summed over the quad; O = acc / l (OnlineSoftmax::finalize: zeros for an empty row); the rows' final states
-    // through scratch to finish_rows (LSE, state_out, empty rows).
-    auto* states = reinterpret_cast<SoftmaxState*>(sk);  // [kRows], K's buffer (its last reader passed a barrier)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float l = l_run[half];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int r = warp * 16 + g + 8 * half;
-      const SoftmaxState st{m_run[half], l};
-      if (t4 == 0) states[r] = st;
-      if (!kPV || r >= blk.rows) continue;
-      const std::int64_t orow = blk.q_row(a, a.o, r);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        const float pair[2] = {acc[dt][2 * half], acc[dt][2 * half + 1]};
-        float out[2];
-        OnlineSoftmax::finalize(st, pair, 2, out);
-        store_pair(a.o, orow + 8 * dt + 2 * t4, out[0], out[1]);
-      }
-    }
+    ptx::cp_async_wait<0>();  // (nothing is in flight: the last chunk loaded no K)
+    team.team_barrier();      // every warp is done with V and K (the states below reuse K's buffer)
+    auto* states = reinterpret_cast<SoftmaxState*>(t.sk);  // [kRows], K's buffer (its last reader passed a barrier)
+    rows.finish(t, states);
     team.team_barrier();
     finish_rows(team, a, blk, [&](int r) { return states[r]; }, 0, nullptr, empty_rows);
   }
