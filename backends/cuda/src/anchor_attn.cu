@@ -12,7 +12,8 @@
 //      cores (mma.sync m16n8k16, fp32 accumulate): q̄ (fp32) is split into two fp16/bf16 pieces whose sum is q̄
 //      within 2⁻¹⁸·|q̄| (hi = RN(q̄), lo = RN(q̄ − hi)), K is exact in its input type, so the score differs from the
 //      reference's fixed-order dot_lanes8 by about the fp32 sums' own rounding. One CTA takes up to 4 query heads of
-//      one KV head (K loaded once for them) × 1024 keys of one group, each warp's A fragments held in registers;
+//      one KV head (K loaded once for them) × 1024 keys of one group, each warp's A fragments held in registers
+//      (D = 256: those of the first 128 channels; the rest read from shared memory at their k-step, reg_k_steps);
 //   5. write: per (batch, query head, group) the row sink, kept candidates before the window, the window, kept
 //      candidates after it (non-causal), ascending, into the DeviceTileMask (tile_q = block·step, tile_k = 1).
 // The anchors (step 1, fp32 tensor-core sums) and the stripe scores (step 4) are the two values computed in another
@@ -52,6 +53,14 @@ constexpr int kChunk = kStripeWarps * 32;  ///< keys per stripe-kernel step: 32 
 constexpr int kCtaKeys = 1024;             ///< keys per stripe CTA (its A operand is loaded once for them)
 constexpr int kMaxMTiles = 4;              ///< pooled rows per stripe CTA: up to 4 × 16
 constexpr int kPieces = 2;
+/// k-steps of 16 channels whose A fragments a warp holds in registers (kPieces × 4 registers each): all of them up to
+/// D = 128 (64 registers); at D = 256 the first 8, as at D = 128 — all 16 would be 128 registers of fragments a thread
+/// beside NT·4 accumulators (D = 128, NT 16 already takes 168) — and the fragments of channels [128, 256) stay in
+/// shared memory (their own region after ā: kPieces × 64 rows × 128, 32 KB), read by ldmatrix at their k-step
+/// (ptxas, CUDA 13.0: 233 registers at D = 256, NT 16, no spills). Same fragments in the same mma order: the products
+/// are those of an all-register kernel.
+constexpr int reg_k_steps(int d) { return d <= 128 ? d / 16 : 8; }
+constexpr int shared_a_cols(int d) { return d - 16 * reg_k_steps(d); }  ///< 0, or 128 at D = 256
 
 /// Heads per stripe CTA: the most of 4, 2, 1 that divides the GQA ratio and whose pooled rows fit kMaxMTiles.
 int heads_per_cta(std::int64_t ratio, int m_tiles) {
@@ -122,13 +131,16 @@ SPATTN_HD inline int slices_of(int mts) { return mts == 1 ? 4 : mts == 2 ? 2 : 1
 
 /// One CTA: query heads [h0, h0 + heads_per_cta) of one KV head (blockIdx.z), group blockIdx.x, keys
 /// [blockIdx.y·kCtaKeys, + kCtaKeys), 128 keys per step (K double-buffered by cp.async). Each warp keeps its m-tile's
-/// A fragments (the pieces of q̄) in registers for the whole CTA and scores NT·8 keys per step; the decisions of a
-/// head's m-tiles are OR-ed in shared memory into one word per 32 keys.
+/// A fragments (the pieces of q̄) in registers for the whole CTA (D = 256: those of the first 128 channels; the rest
+/// in shared memory, reg_k_steps) and scores NT·8 keys per step; the decisions of a head's m-tiles are OR-ed in shared
+/// memory into one word per 32 keys.
 template <class T, int D, int NT>
 __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, StripeArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* s_k = reinterpret_cast<T*>(smem_raw);                         // 2 × kChunk × D; A is staged in buffer 1 first
   float* s_abar = reinterpret_cast<float*>(s_k + 2 * kChunk * D);  // kMaxMTiles × 16
+  constexpr int kRegSteps = reg_k_steps(D), kSharedCols = shared_a_cols(D);
+  T* s_a_hi = reinterpret_cast<T*>(s_abar + kMaxMTiles * 16);  // D = 256: kPieces × 64 × kSharedCols (16-byte aligned)
   __shared__ std::uint32_t s_words[kMaxMTiles][kChunk / 32];
   const Geometry& g = a.g;
   const int per_kv = g.heads_q / g.heads_kv / a.heads_per_cta;
@@ -171,6 +183,14 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
                                  : 0.0f;
     T piece[kPieces];
     detail::split_pieces<T, kPieces>(v, piece);
+    if constexpr (kSharedCols > 0) {
+      if (c >= D - kSharedCols) {  // D = 256: channels [128, 256) to their own region, where they stay
+#pragma unroll
+        for (int i = 0; i < kPieces; ++i)
+          s_a_hi[(i * kMaxMTiles * 16) * kSharedCols + detail::swz<kSharedCols>(r, c - (D - kSharedCols))] = piece[i];
+        continue;
+      }
+    }
 #pragma unroll
     for (int i = 0; i < kPieces; ++i) s_a[(i * kMaxMTiles * 16) * D + detail::swz<D>(r, c)] = piece[i];
   }
@@ -183,9 +203,9 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t4 = lane % 4;
   const int slices = slices_of(mts), mt = warp % mts, slice = warp / mts;
   const bool active = slice < slices;
-  std::uint32_t af[D / 16][kPieces][4];
+  std::uint32_t af[kRegSteps][kPieces][4];
 #pragma unroll
-  for (int ks = 0; ks < D / 16; ++ks)
+  for (int ks = 0; ks < kRegSteps; ++ks)
 #pragma unroll
     for (int i = 0; i < kPieces; ++i)
       detail::ldmatrix_x4(af[ks][i], detail::smem_addr(s_a + (i * kMaxMTiles * 16) * D +
@@ -193,7 +213,7 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
   const int r0 = mt * 16 + gq, blk0 = r0 % per_head, hh = mt / a.m_tiles;
   const bool valid[2] = {blk0 < blocks, blk0 + 8 < blocks};
   const float abar[2] = {s_abar[r0], s_abar[r0 + 8]};
-  __syncthreads();  // A is in registers: buffer 1 takes keys from here on
+  __syncthreads();  // A is in registers (D = 256: and in s_a_hi): buffer 1 takes keys from here on
 
   using M = detail::MmaType<T>;
   int buf = 0;
@@ -208,7 +228,17 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
+      for (int ks = 0; ks < D / 16; ++ks) {
+        std::uint32_t a_shared[kPieces][4];  // D = 256, k-steps past the registers': this k-step's fragments
+        if constexpr (kSharedCols > 0) {
+          if (ks >= kRegSteps) {
+#pragma unroll
+            for (int i = 0; i < kPieces; ++i)
+              detail::ldmatrix_x4(a_shared[i], detail::smem_addr(s_a_hi + (i * kMaxMTiles * 16) * kSharedCols +
+                                                                 detail::swz<kSharedCols>(mt * 16 + (lane % 16),
+                                                                                          (ks - kRegSteps) * 16 + (lane / 16) * 8)));
+          }
+        }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
           std::uint32_t bf[4];
@@ -216,10 +246,12 @@ __global__ void __launch_bounds__(kStripeThreads) stripe_kernel(Rows<T> k, Strip
                                                                         ks * 16 + ((lane / 8) % 2) * 8)));
 #pragma unroll
           for (int i = 0; i < kPieces; ++i) {
-            M::mma(acc[2 * np], af[ks][i], bf[0], bf[1]);
-            M::mma(acc[2 * np + 1], af[ks][i], bf[2], bf[3]);
+            const std::uint32_t* a_frag = ks < kRegSteps ? af[ks][i] : a_shared[i];
+            M::mma(acc[2 * np], a_frag, bf[0], bf[1]);
+            M::mma(acc[2 * np + 1], a_frag, bf[2], bf[3]);
           }
         }
+      }
       // Decisions: rows gq and gq + 8, keys 8·nt + 2·t4 + e of the warp's slice; OR over the rows.
 #pragma unroll
       for (int w = 0; w < NT / 4; ++w) {
@@ -315,7 +347,13 @@ __global__ void __launch_bounds__(kWriteThreads) write_kernel(WriteArgs a) {
   if (threadIdx.x == 0) a.row_end[row] = a.row_begin[row] + (after - out) + kept_after;
 }
 
-std::size_t stripe_bytes(int d) { return static_cast<std::size_t>(2 * kChunk * d) * 2 + kMaxMTiles * 16 * sizeof(float); }
+/// The stripe kernel's dynamic shared memory: the two K buffers, ā, and at D = 256 the A pieces of channels [128, 256)
+/// (128 + 0.25 + 32 KB = 164,096 bytes: within sm_80's 163 KB (166,912) as well as sm_90's 227 KB).
+constexpr std::size_t stripe_bytes(int d) {
+  return static_cast<std::size_t>(2 * kChunk * d) * 2 + kMaxMTiles * 16 * sizeof(float) +
+         static_cast<std::size_t>(kPieces * kMaxMTiles * 16 * shared_a_cols(d)) * 2;
+}
+static_assert(stripe_bytes(256) <= 163 * 1024, "the D = 256 stripe kernel fits sm_80's shared memory too");
 
 /// Launches (or sets the shared-memory limit of) the stripe kernel for the CTA's m-tiles.
 template <class T, int D>
@@ -406,7 +444,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
                                static_cast<int>(detail::pool_bytes(c_.block, p_.head_dim))),
           "shared memory");
     const int mts = m_tiles_ * heads_per_cta_;
-    detail::with_head_dim_of<64, 96, 128>(p_.head_dim, [&](auto dim) {
+    detail::with_head_dim(p_.head_dim, [&](auto dim) {
       stripe_launch<T, dim()>(mts, dim3(), nullptr, Rows<T>{}, StripeArgs{}, true);
     });
   }
@@ -436,7 +474,7 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
     // Groups vary fastest: the CTAs in flight at once read the same keys (one K range, many groups: L2 hits).
     const dim3 grid(static_cast<unsigned>(g_.groups), static_cast<unsigned>((p_.seqlen_kv + kCtaKeys - 1) / kCtaKeys),
                     bq * static_cast<unsigned>(hq / s.heads_per_cta));
-    detail::with_head_dim_of<64, 96, 128>(d, [&](auto dim) { stripe_launch<T, dim()>(mts, grid, stream, kr, s, false); });
+    detail::with_head_dim(d, [&](auto dim) { stripe_launch<T, dim()>(mts, grid, stream, kr, s, false); });
     WriteArgs w{g_, with_region, keep_.ptr, mask.row_begin(), mask.row_end(), mask.tiles()};
     write_kernel<<<dim3(static_cast<unsigned>(g_.groups), bq * hq), kWriteThreads, 0, stream>>>(w);
     check(cudaGetLastError(), "kernel launch");
@@ -462,9 +500,10 @@ class AnchorAttnEstimatorImpl final : public AnchorAttnEstimator {
 
 std::vector<std::string> anchor_attn_not_supported_reasons(const anchor_attn::Config& c, const Problem& p) {
   std::vector<std::string> why;
-  // 256 would hold 192 registers of query fragments a thread (D/16 k-steps × 3 pieces × 4): not taken.
-  if (p.head_dim != 64 && p.head_dim != 96 && p.head_dim != 128)
-    why.push_back("the CUDA AnchorAttention estimator needs head_dim 64, 96 or 128");
+  // The stripe kernel's instantiations (detail::with_head_dim); at 256 the A fragments of channels [128, 256) are read
+  // from shared memory instead of registers (reg_k_steps).
+  if (p.head_dim != 64 && p.head_dim != 96 && p.head_dim != 128 && p.head_dim != 256)
+    why.push_back("the CUDA AnchorAttention estimator needs head_dim 64, 96, 128 or 256");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) why.push_back("the CUDA AnchorAttention estimator needs f16 or bf16 inputs");
   if (c.group_rows() % 64 != 0)
     why.push_back("the CUDA AnchorAttention estimator needs block·step (the group) a multiple of 64 (the executor's query tiles)");
