@@ -289,6 +289,8 @@ const std::vector<EstimatorCase>& estimator_cases() {
     anchor_dense.theta = INFINITY;
     anchor_region.theta = -INFINITY;
     anchor_zero.theta = 0.0f;
+    anchor_attn::Config anchor_mid = anchor;  // θ 10: a quarter of the D = 256 cases' candidates kept (θ 6: under 2 %)
+    anchor_mid.theta = 10.0f;
     sale::Config sale_no_local = sale4;  // NL = 0: the last candidate segment holds the partial key block
     sale_no_local.local_window = 0;
     sale_no_local.tau = {0.05f};
@@ -377,6 +379,12 @@ const std::vector<EstimatorCase>& estimator_cases() {
         {"anchor theta 0", anchor_zero, llm, 1, 2, 1, 1000, 1000, 64, true, DType::bf16},
         {"anchor GQA D=96", anchor, llm, 1, 4, 2, 1200, 1200, 96, true, DType::bf16},
         {"anchor non-causal D=96 fp16", anchor, video, 1, 2, 1, 900, 1100, 96, false, DType::f16},
+        // D = 256 (CUDA: the stripe kernel's A fragments of channels 128-255 from shared memory), one case per shape of
+        // its CTA: GQA 4:1 (4 heads a CTA, NT 16; a last group of one row), GQA 2:1 (2 heads, NT 8), MHA (1 head,
+        // NT 4; two 1024-key CTAs)
+        {"anchor GQA 4:1 D=256 odd N", anchor_mid, llm, 1, 4, 1, 1537, 1537, 256, true, DType::bf16},
+        {"anchor GQA 2:1 D=256 fp16 odd N", anchor_mid, llm, 1, 4, 2, 777, 777, 256, true, DType::f16},
+        {"anchor non-causal D=256 fp16 Nq < Nkv", anchor_mid, video, 1, 2, 2, 700, 1300, 256, false, DType::f16},
         {"fgattn video", fg, video, 1, 2, 2, 1000, 1000, 128, false, DType::bf16},
         {"fgattn 16x16 union causal", fg16, llm, 1, 2, 1, 500, 700, 64, true, DType::f16},
         {"fgattn tail-weighted N=48", fg_tail, video, 1, 2, 2, 333, 333, 256, false, DType::bf16},

@@ -27,7 +27,8 @@ namespace spattn::test {
 namespace {
 
 /// The estimators whose exact pass becomes part of the answer (SALE's sink-local region, AnchorAttention's anchor
-/// region) over their cases of the shared estimator table (odd N, GQA, Nq < Nkv, varlen, fp16/bf16, D 64/128):
+/// region) over their cases of the shared estimator table (odd N, GQA, Nq < Nkv, varlen, fp16/bf16, D 64/96/128/256;
+/// every AnchorAttention case must run, D 256 included):
 /// Plan::run — the pass as the executor over its region (O and the row states), then the executor resuming every row
 /// over the rest of the selection — gives (a) a selection (covered ∪ rest) that decides as the plain estimate does, up
 /// to the few decisions that the two passes' rounding can flip (the thresholds come from states summed by different
@@ -35,16 +36,21 @@ namespace {
 /// a tile both covered and in the rest would count twice and fail it), with its visited-tile count.
 TEST_CASE("Plan resumed from the estimator's exact pass (SALE, AnchorAttention): output equals the reference's") {
   CudaMemory memory;
-  int ran = 0;
+  int ran = 0, anchor_ran = 0, anchor_d256 = 0;
   for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const bool resuming = std::holds_alternative<sale::Config>(c.config) || std::holds_alternative<anchor_attn::Config>(c.config);
+    const bool anchor = std::holds_alternative<anchor_attn::Config>(c.config);
+    const bool resuming = std::holds_alternative<sale::Config>(c.config) || anchor;
     if (!resuming) continue;
     const std::string case_name(c.name);
     CAPTURE(case_name);
     const DeviceCase device_case(c, memory);
     const auto& [in, q, k, cu_q, cu_kv] = device_case;
     const Problem& p = in.problem;
-    if (!cuda::Plan::not_supported_reasons(c.config, p).empty()) continue;  // e.g. D = 256 for SALE
+    const std::vector<std::string> why = cuda::Plan::not_supported_reasons(c.config, p);
+    if (!why.empty()) {
+      CHECK_MESSAGE(!anchor, why.front());  // AnchorAttention runs every case of the table (head dims 64/96/128/256)
+      continue;
+    }
     HostTensor v_host(p.dtype, in.k.batch(), in.k.heads(), in.k.seqlen(), p.dim_v());
     fill_random(v_host);
     const TensorView v = memory.upload(v_host);
@@ -75,9 +81,14 @@ TEST_CASE("Plan resumed from the estimator's exact pass (SALE, AnchorAttention):
                       << " by the resumed executor; " << differing << " of " << decisions
                       << " decisions differ from the plain estimate; worst |err| " << worst);
     ++ran;
+    anchor_ran += anchor ? 1 : 0;
+    anchor_d256 += anchor && p.head_dim == 256 ? 1 : 0;
   }
-  MESSAGE(ran << " resumed SALE / AnchorAttention cases");
-  CHECK(ran >= 11);  // 7 SALE cases (not D = 256) and 4 AnchorAttention cases at this writing
+  MESSAGE(ran << " resumed SALE / AnchorAttention cases (" << anchor_ran << " AnchorAttention, " << anchor_d256
+              << " of them D = 256)");
+  CHECK(ran >= 19);  // at least 7 SALE cases, and the 12 AnchorAttention cases at this writing
+  CHECK(anchor_ran >= 12);
+  CHECK(anchor_d256 >= 3);
 }
 
 // The int8 QKᵀ mode through cuda::Plan: every kept tile is computed from the codes, so a resuming estimator's exact bf16
@@ -85,10 +96,10 @@ TEST_CASE("Plan resumed from the estimator's exact pass (SALE, AnchorAttention):
 // selection, as the reference's pipeline does in that mode. SpargeAttn, the mode's own method, alongside.
 TEST_CASE("Plan in the int8 QKᵀ mode: the whole selection from the codes, as the reference (SALE, AnchorAttention, SpargeAttn)") {
   CudaMemory memory;
-  int ran = 0;
+  int ran = 0, anchor_d256 = 0;
   for (const conformance::EstimatorCase& c : conformance::estimator_cases()) {
-    const bool wanted = std::holds_alternative<sale::Config>(c.config) ||
-                        std::holds_alternative<anchor_attn::Config>(c.config) ||
+    const bool anchor = std::holds_alternative<anchor_attn::Config>(c.config);
+    const bool wanted = std::holds_alternative<sale::Config>(c.config) || anchor ||
                         std::holds_alternative<sparge::Config>(c.config);
     if (!wanted) continue;
     const std::string case_name(c.name);
@@ -98,7 +109,11 @@ TEST_CASE("Plan in the int8 QKᵀ mode: the whole selection from the codes, as t
     const Problem& p = in.problem;
     AttendOptions options;
     options.qk_int8 = true;
-    if (!cuda::Plan::not_supported_reasons(c.config, p).empty()) continue;  // e.g. D = 256 for SALE
+    const std::vector<std::string> why = cuda::Plan::not_supported_reasons(c.config, p);
+    if (!why.empty()) {
+      CHECK_MESSAGE(!anchor, why.front());  // AnchorAttention runs every case of the table (head dims 64/96/128/256)
+      continue;
+    }
     HostTensor v_host(p.dtype, in.k.batch(), in.k.heads(), in.k.seqlen(), p.dim_v());
     fill_random(v_host);
     const TensorView v = memory.upload(v_host);
@@ -116,9 +131,11 @@ TEST_CASE("Plan in the int8 QKᵀ mode: the whole selection from the codes, as t
     CHECK(mismatches(got, want, p.dtype, worst) == 0);
     CHECK(plan.stats(nullptr, &mask).empty_rows == ra.empty_rows);
     ++ran;
+    anchor_d256 += anchor && p.head_dim == 256 ? 1 : 0;
   }
-  MESSAGE(ran << " Plan cases in the int8 mode");
-  CHECK(ran >= 15);
+  MESSAGE(ran << " Plan cases in the int8 mode (" << anchor_d256 << " AnchorAttention D = 256)");
+  CHECK(ran >= 18);
+  CHECK(anchor_d256 >= 3);
 }
 
 /// sparse_attention() on CUDA tensors runs the device pipeline (mask never on the host between the stages); its
