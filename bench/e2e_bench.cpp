@@ -14,7 +14,7 @@
 // decisions that differ from the CUDA mask). Kokkos timings: one warm-up, median of 3 (estimate_on_device: two
 // warm-ups, median of 10; the first call fills the backend's workspace cache). SALE's Kokkos estimate (scalar integer
 // products of every candidate block: minutes at 32K) runs only with KOKKOS_SALE=1.
-// HQ and HKV override the head counts (e.g. HQ=6 HKV=2: the trained LM of bench/quality).
+// HQ and HKV override the head counts (e.g. HQ=6 HKV=2: the trained LM of bench/quality), HEAD_DIM the head dim (128).
 //   WORKLOAD=video [ARMS=fgattn] [HQ=32 HKV=8] ./spattn_bench_e2e [N ...]      (default 32768 131072)
 #include <cuda_runtime.h>
 
@@ -204,8 +204,10 @@ int main(int argc, char** argv) {
   };
   const std::int64_t heads_q = env_int("HQ", 32);
   const std::int64_t heads_kv = env_int("HKV", video ? 32 : 8);  // video DiTs use multi-head attention; the LLM GQA 4:1
-  std::printf("workload %s (%s), B = 1, Hq = %lld, Hkv = %lld, D = 128, bf16\n", video ? "video" : "llm",
-              video ? "non-causal" : "causal", static_cast<long long>(heads_q), static_cast<long long>(heads_kv));
+  const std::int64_t head_dim = env_int("HEAD_DIM", 128);
+  std::printf("workload %s (%s), B = 1, Hq = %lld, Hkv = %lld, D = %lld, bf16\n", video ? "video" : "llm",
+              video ? "non-causal" : "causal", static_cast<long long>(heads_q), static_cast<long long>(heads_kv),
+              static_cast<long long>(head_dim));
   std::printf("%-7s %-26s %8s %9s %9s %9s %9s %9s %9s %10s\n", "N", "config", "density", "est ms", "attend", "e2e ms",
               "dense ms", "speedup", "rel L1", "ws MiB");
   for (const std::int64_t n : lengths) {
@@ -214,7 +216,7 @@ int main(int argc, char** argv) {
     s.seqlen = n;
     s.heads_q = heads_q;
     s.heads_kv = heads_kv;
-    s.head_dim = 128;
+    s.head_dim = head_dim;
     s.dtype = DType::bf16;
     s.seed = 7;
     const Workload w = make_workload(s);
@@ -224,7 +226,7 @@ int main(int argc, char** argv) {
     TensorView o = w.q.view();
     o.data = dout.ptr;
     o.memory = Memory::cuda;
-    HostTensor dense_out(DType::bf16, 1, heads_q, n, 128), out(DType::bf16, 1, heads_q, n, 128);
+    HostTensor dense_out(DType::bf16, 1, heads_q, n, head_dim), out(DType::bf16, 1, heads_q, n, head_dim);
     float dense_ms = 0;
     {
       const cuda::DeviceTileMask dense(TileMask::dense(MaskShape::of(p, 128, 128)));
@@ -235,7 +237,7 @@ int main(int argc, char** argv) {
     std::printf("%-7lld %-26s %8.3f %9s %9s %9.3f %9.3f %9s %9s %10s\n", static_cast<long long>(n), "dense (spattn)", 1.0,
                 "-", "-", dense_ms, dense_ms, "1.00", "0", "-");
     if (kokkos_arms()) {
-      HostTensor out_kokkos(DType::bf16, 1, heads_q, n, 128);
+      HostTensor out_kokkos(DType::bf16, 1, heads_q, n, head_dim);
       kokkos_executor_arm("kokkos dense 128x128", p, q, k, v, o, TileMask::dense(MaskShape::of(p, 128, 128)), out,
                           out_kokkos);
       kokkos_executor_arm("kokkos random 11% 128x128", p, q, k, v, o,

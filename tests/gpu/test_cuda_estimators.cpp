@@ -294,7 +294,7 @@ TEST_CASE("CUDA SALE estimator: codes bit-identical, sink-local states within th
                       << got.stats().density << "; workspace " << est->workspace_bytes() << " bytes");
   }
   CHECK(ran == cases);
-  CHECK(ran >= 17);
+  CHECK(ran >= 15);
 }
 
 }  // namespace
