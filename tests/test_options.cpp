@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "common.hpp"
 #include "spattn/error.hpp"
 #include "spattn/method_config.hpp"
 #include "spattn/params_file.hpp"
@@ -151,6 +152,56 @@ TEST_CASE("configure_method: a params file for every method but dense") {
   CHECK(takes_params_file("sale"));
   CHECK(takes_params_file("fgattn"));
   CHECK(!takes_params_file("dense"));
+}
+
+TEST_CASE("configure_method: heads [params_first_head, + heads_q) of a per-head file of params_heads") {
+  const TempDir dir("spattn_heads_");
+  sale::Params sale_file;
+  sale_file.tau = {0.0f, 0.5f, 0.01f, 0.3f, 0.2f, 0.05f};
+  save_params_json(sale_file, dir.file("sale.json"));
+  sparge::Params sparge_file;
+  for (int h = 0; h < 6; ++h) {
+    sparge::HeadParams hp;
+    hp.theta = -1.0f + 0.25f * static_cast<float>(h);
+    hp.tau = 0.5f + 0.05f * static_cast<float>(h);
+    hp.dense = h == 3;
+    sparge_file.heads.push_back(hp);
+  }
+  save_params_json(sparge_file, dir.file("sparge.json"));
+  const auto run = [&](const char* method, const char* file, std::vector<NamedValue> more, std::int64_t heads_q) {
+    more.push_back({"params", dir.file(file)});
+    return configure_method(method, more, heads_q, UnknownOptions::error);
+  };
+  for (std::int64_t first = 0; first + 2 <= 6; first += 2) {
+    CAPTURE(first);
+    const MethodConfig s = run("sale", "sale.json", {{"params_first_head", std::to_string(first)}, {"params_heads", 6.0}}, 2);
+    const auto& tau = std::get<sale::Config>(s).tau;
+    REQUIRE(tau.size() == 2);
+    CHECK(tau[0] == sale_file.tau[static_cast<std::size_t>(first)]);
+    CHECK(tau[1] == sale_file.tau[static_cast<std::size_t>(first + 1)]);
+    const MethodConfig p = run("sparge", "sparge.json", {{"params_heads", 6.0}, {"params_first_head", double(first)}}, 2);
+    const sparge::Config want = sparge::Params{sparge_file.block_q, sparge_file.block_k, sparge_file.l1, sparge_file.l2,
+                                               {sparge_file.heads.begin() + first, sparge_file.heads.begin() + first + 2}}
+                                    .config();
+    const auto& got = std::get<sparge::Config>(p);
+    CHECK(got.theta == want.theta);
+    CHECK(got.tau == want.tau);
+    CHECK(got.dense_heads == want.dense_heads);
+  }
+  // The whole file, as without the options; a knob file holds for every head.
+  CHECK(std::get<sale::Config>(run("sale", "sale.json", {}, 6)).tau == sale_file.tau);
+  CHECK(std::get<sale::Config>(run("sale", "sale.json", {{"params_first_head", 0.0}}, 6)).tau == sale_file.tau);
+  // Mismatches are errors, never a silent slice.
+  CHECK_THROWS_WITH_AS(run("sale", "sale.json", {{"params_heads", 8.0}}, 2), contains("has 6 heads, the input has 8"), Error);
+  CHECK_THROWS_WITH_AS(run("sale", "sale.json", {}, 2), contains("has 6 heads, the input has 2"), Error);
+  CHECK_THROWS_WITH_AS(run("sale", "sale.json", {{"params_first_head", 5.0}, {"params_heads", 6.0}}, 2),
+                       contains("heads [5, 7)"), Error);
+  CHECK_THROWS_WITH_AS(run("sparge", "sparge.json", {{"params_first_head", -1.0}, {"params_heads", 6.0}}, 2),
+                       contains("params_first_head: expected a head index >= 0"), Error);
+  CHECK_THROWS_WITH_AS(run("sale", "sale.json", {{"params_first_head", 0.5}, {"params_heads", 6.0}}, 2),
+                       contains("expected a head index"), Error);
+  CHECK_THROWS_WITH_AS(configure_method("sale", std::vector<NamedValue>{{"params_first_head", 0.0}}, 2, UnknownOptions::error),
+                       contains("only with params"), Error);
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "spattn/error.hpp"
@@ -223,31 +225,68 @@ KnobParams parse_knob_params(std::string_view text, const std::string& what) {
 
 bool takes_params_file(std::string_view method) { return method != "dense"; }
 
+namespace {
+
+/// A non-negative integer meta-option of the params file (params_first_head, params_heads).
+std::int64_t head_count_value(const NamedValue& v) {
+  const auto* x = std::get_if<double>(&v.value);
+  const auto* text = std::get_if<std::string>(&v.value);
+  double d = x != nullptr ? *x : -1.0;
+  if (text != nullptr) {
+    char* end = nullptr;
+    d = std::strtod(text->c_str(), &end);
+    if (end == text->c_str() || *end != '\0') d = -1.0;
+  }
+  require(d >= 0.0 && d == std::floor(d) && d < 9.0e15, v.name, ": expected a head index >= 0, got ",
+          text != nullptr ? *text : std::to_string(d));
+  return static_cast<std::int64_t>(d);
+}
+
+/// Heads [first, first + count) of a per-head list of `total` entries, checked against the file's own count.
+template <class T>
+std::vector<T> heads_of(const std::vector<T>& all, const std::string& path, std::int64_t first, std::int64_t count,
+                        std::int64_t total) {
+  require(static_cast<std::int64_t>(all.size()) == total, "params: '", path, "' has ", all.size(), " heads, the input has ",
+          total);
+  require(first + count <= total, "params: heads [", first, ", ", first + count, ") of '", path, "', which has ", total);
+  return {all.begin() + first, all.begin() + first + count};
+}
+
+}  // namespace
+
 MethodConfig configure_method(std::string_view name, std::span<const NamedValue> values, std::int64_t heads_q,
                               UnknownOptions unknown) {
   MethodConfig config = default_config(name);
   std::vector<NamedValue> options;
+  const NamedValue* file = nullptr;
+  std::int64_t first = 0, total = heads_q;
+  bool head_range = false;
   for (const NamedValue& v : values) {
-    if (v.name != kParamsOption) {
+    if (v.name == kParamsOption) {
+      file = &v;
+    } else if (v.name == kParamsFirstHeadOption || v.name == kParamsHeadsOption) {
+      (v.name == kParamsFirstHeadOption ? first : total) = head_count_value(v);
+      head_range = true;
+    } else {
       options.push_back(v);
-      continue;
     }
+  }
+  require(!head_range || file != nullptr, "params_first_head / params_heads: only with params (a per-head file)");
+  if (file != nullptr) {
     require(takes_params_file(name), "params: dense takes no parameter file");
-    require(std::holds_alternative<std::string>(v.value), "params: expected a path");
-    const std::string& path = std::get<std::string>(v.value);
+    require(std::holds_alternative<std::string>(file->value), "params: expected a path");
+    const std::string& path = std::get<std::string>(file->value);
     if (name != "sparge" && name != "sale") {
       const KnobParams params = load_knob_params(path);
       require(params.method == name, "params: '", path, "' holds ", params.method, " parameters, not ", name);
       config = params.config();
     } else if (name == "sparge") {
-      const sparge::Params params = load_sparge_params(path);
-      require(static_cast<std::int64_t>(params.heads.size()) == heads_q, "params: '", path, "' has ",
-              params.heads.size(), " heads, the input has ", heads_q);
+      sparge::Params params = load_sparge_params(path);
+      params.heads = heads_of(params.heads, path, first, heads_q, total);
       config = params.config();
     } else {
-      const sale::Params params = load_sale_params(path);
-      require(static_cast<std::int64_t>(params.tau.size()) == heads_q, "params: '", path, "' has ", params.tau.size(),
-              " heads, the input has ", heads_q);
+      sale::Params params = load_sale_params(path);
+      params.tau = heads_of(params.tau, path, first, heads_q, total);
       config = params.config();
     }
   }

@@ -161,7 +161,8 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
     q [B, Hq, n_r, D], k and v [B, Hkv, n_r, D] on rank r; returns this rank's output rows [B, Hq, n_r, Dv] (and with
     return_lse, their natural-log LSE [B, Hq, n_r], as spattn.sparse_attention's).
     mode "ulysses": all-to-all over heads (Hkv a multiple of the group's size). Every rank must make the same call:
-    ranks that disagree (method, options, heads, dims, dtypes, lengths) all raise the same spattn.Error."""
+    ranks that disagree (method, options, heads, dims, dtypes, lengths) all raise the same spattn.Error. A per-head
+    params file (spattn.calibrate's, for the model's Hq heads) gives each rank its heads' parameters."""
     import torch
     _, rank, world = _world(group)
     check_same_call(group, mode=mode, method=method, causal=bool(causal), scale=scale,
@@ -169,8 +170,9 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
                     q=(q.dim(), q.shape[0], q.shape[1], q.shape[-1], str(q.dtype)),
                     k=(k.dim(), k.shape[0], k.shape[1], k.shape[-1], str(k.dtype)),
                     v=(v.dim(), v.shape[0], v.shape[1], v.shape[-1], str(v.dtype)))
-    if "params" in config:  # per-head files: not split over the ranks' heads yet
-        raise spattn.Error("spattn.distributed.sparse_attention: params= (per-head files) is not taken yet")
+    if "params_first_head" in config or "params_heads" in config:
+        raise spattn.Error("spattn.distributed.sparse_attention: params_first_head / params_heads are set by "
+                           "spattn.distributed (each rank's heads of the params file)")
     if mode != "ulysses":
         raise spattn.Error(f"spattn.distributed.sparse_attention: mode {mode!r} is not available (\"ulysses\" is)")
     if q.dim() != 4 or k.shape[2] != q.shape[2] or v.shape[2] != q.shape[2]:
@@ -182,6 +184,8 @@ def sparse_attention(q, k, v, *, method, group=None, causal=False, scale=None, m
                            f"divisible by the group's {world} ranks (and Hq = {heads_q} a multiple of them)")
     sizes, held = _layout(q.shape[2], group, causal, "spattn.distributed.sparse_attention", q.device)
     hq, hkv = heads_q // world, heads_kv // world
+    if "params" in config:  # a per-head file: this rank runs the model's query heads [rank·hq, (rank+1)·hq)
+        config = dict(config, params_first_head=rank * hq, params_heads=heads_q)
     # Heads out, sequence in: rank j gets query heads [j·hq, (j+1)·hq) and their K/V heads.
     got_q = _all_to_all([q[:, j * hq:(j + 1) * hq] for j in range(world)], sizes, group)
     got_k = _all_to_all([k[:, j * hkv:(j + 1) * hkv] for j in range(world)], sizes, group)

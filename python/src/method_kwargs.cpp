@@ -13,6 +13,16 @@ namespace {
 
 std::string shown(py::handle value) { return std::string(py::str(py::repr(value))); }
 
+/// Any integer (int, numpy's; not a bool, which is an int in Python) through __index__, as text: exact, and
+/// set_option refuses one its member cannot hold.
+NamedValue integer_value(const std::string& key, py::handle value) {
+  require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) PyErr_Clear();
+  require(static_cast<bool>(index), key, ": expected an integer, got ", shown(value));
+  return {key, std::string(py::str(index))};
+}
+
 /// A keyword's value as the option's kind wants it: numbers (not bools), True/False, or a choice's name.
 NamedValue named_value(const Option& option, const std::string& key, py::handle value) {
   switch (option.field.kind) {
@@ -22,15 +32,8 @@ NamedValue named_value(const Option& option, const std::string& key, py::handle 
     case OptionKind::choice:
       require(py::isinstance<py::str>(value), key, ": expected a string, got ", shown(value));
       return {key, value.cast<std::string>()};
-    case OptionKind::integer: {
-      // bool is an int in Python; a flag given to a numeric option is a mistake.
-      require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
-      // Any integer (int, numpy's) through __index__, as text: exact, and set_option refuses one its member cannot hold.
-      const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
-      if (!index) PyErr_Clear();
-      require(static_cast<bool>(index), key, ": expected an integer, got ", shown(value));
-      return {key, std::string(py::str(index))};
-    }
+    case OptionKind::integer:
+      return integer_value(key, value);
     case OptionKind::real:
       require(!py::isinstance<py::bool_>(value), key, ": expected a number, got a bool");
       try {
@@ -56,6 +59,10 @@ MethodConfig method_config_from_kwargs(const std::string& method, const py::dict
       } catch (const py::error_already_set& e) {
         fail(name, ": ", e.what());
       }
+      continue;
+    }
+    if ((name == kParamsFirstHeadOption || name == kParamsHeadsOption) && takes_params_file(method)) {
+      values.push_back(integer_value(name, value));  // which heads of a per-head file (spattn.distributed)
       continue;
     }
     const Option* option = find_option(table, name);

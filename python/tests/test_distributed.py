@@ -2,6 +2,7 @@
 rows positions() names (zigzag for causal: chunks r and 2P−1−r), unshard() gives the whole tensor back on every rank for
 lengths not divisible by 2P (and shorter than 2P), and ranks that disagree all raise the same spattn.Error instead of
 waiting. Each group runs in spawned processes joined with a timeout, so a hang fails the test."""
+import json
 import os
 import random
 import tempfile
@@ -95,6 +96,20 @@ def _ulysses(rank, world, store, seed, results):
                                            sd.shard(v, causal=causal), method="sale", causal=causal, return_lse=True)
             want, want_lse = spattn.sparse_attention(q, k, v, method="sale", causal=causal, return_lse=True)
             assert torch.equal(got, want[:, :, rows]) and torch.equal(lse, want_lse[:, :, rows]), causal
+        # A per-head SALE file (τ 0 is a dense head, 0.5 prunes most candidates): each rank runs its heads' τ.
+        params = os.path.join(os.path.dirname(store), "sale_heads.json")
+        if rank == 0:
+            with open(params, "w") as f:
+                json.dump({"method": "sale", "bits": 4, "local_window": 128, "theta": 0.4,
+                           "tau": [0.0, 0.5, 0.01, 0.3, 0.2, 0.05][:heads_q]}, f)
+        dist.barrier()
+        for causal in (True, False):
+            rows = sd.positions(n, rank, world, causal)
+            got = sd.sparse_attention(sd.shard(q, causal=causal), sd.shard(k, causal=causal),
+                                      sd.shard(v, causal=causal), method="sale", causal=causal, params=params)
+            want = spattn.sparse_attention(q, k, v, method="sale", causal=causal, params=params)[:, :, rows]
+            assert torch.equal(got, want), ("sale params", causal, (got - want).abs().max().item())
+            checked += 1
         try:  # 3 K/V heads over 2 ranks (or 2 over 3): every rank refuses the same way
             bad = 3 if world == 2 else 2
             sd.sparse_attention(sd.shard(q[:, :bad]), sd.shard(k[:, :1].expand(1, bad, n, d).contiguous()),
@@ -135,7 +150,7 @@ def test_shard_and_unshard_round_trip(world):
 def test_ulysses_gives_each_rank_its_rows_of_the_one_process_output(world):
     got = _run(_ulysses, world, 1, timeout=300)
     assert all(status == "ok" for _, status, _ in got), got
-    assert all(detail[0] == 2 * len(ULYSSES_CASES) for _, _, detail in got), got
+    assert all(detail[0] == 2 * len(ULYSSES_CASES) + 2 for _, _, detail in got), got  # + the SALE params file
     messages = {detail[1] for _, _, detail in got}
     assert len(messages) == 1 and "divisible by the group" in messages.pop(), got
 

@@ -34,6 +34,13 @@ KnobParams parse_knob_params(std::string_view json, const std::string& what);
 /// The option that names a parameter file (text: a path), beside each method's table options.
 inline constexpr std::string_view kParamsOption = "params";
 inline constexpr std::string_view kParamsDoc = "calibrated parameters from spattn calibrate (JSON)";
+/// With a per-head file (SpargeAttn's heads, SALE's τ): the call's heads_q query heads are the file's heads
+/// [params_first_head, params_first_head + heads_q) of params_heads (default: first 0, params_heads = heads_q, the
+/// whole file). A process that runs some of a model's heads (spattn.distributed's all-to-all over heads) names its
+/// first head and the model's head count; the file must hold exactly that many heads. A main-knob file holds for
+/// every head and ignores them.
+inline constexpr std::string_view kParamsFirstHeadOption = "params_first_head";
+inline constexpr std::string_view kParamsHeadsOption = "params_heads";
 /// Whether method `name` reads parameter files (every method but dense).
 bool takes_params_file(std::string_view method);
 
