@@ -2,9 +2,9 @@
 // main knob of the other methods ("method": "anchor", "fgattn" or "bfla").
 #include "spattn/params_file.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -227,18 +227,18 @@ bool takes_params_file(std::string_view method) { return method != "dense"; }
 
 namespace {
 
-/// A non-negative integer meta-option of the params file (params_first_head, params_heads).
+/// A non-negative integer meta-option of the params file (params_first_head, params_heads): a whole double, or integer
+/// text read as parse_option reads an integer option's (std::from_chars, the whole text).
 std::int64_t head_count_value(const NamedValue& v) {
-  const auto* x = std::get_if<double>(&v.value);
-  const auto* text = std::get_if<std::string>(&v.value);
-  double d = x != nullptr ? *x : -1.0;
-  if (text != nullptr) {
-    char* end = nullptr;
-    d = std::strtod(text->c_str(), &end);
-    if (end == text->c_str() || *end != '\0') d = -1.0;
+  if (const auto* text = std::get_if<std::string>(&v.value)) {
+    std::int64_t n = -1;
+    const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    require(ec == std::errc() && end == text->data() + text->size() && n >= 0, v.name,
+            ": expected a head index >= 0, got '", *text, "'");
+    return n;
   }
-  require(d >= 0.0 && d == std::floor(d) && d < 9.0e15, v.name, ": expected a head index >= 0, got ",
-          text != nullptr ? *text : std::to_string(d));
+  const double d = std::get<double>(v.value);
+  require(d >= 0.0 && d == std::floor(d) && d < 9.0e15, v.name, ": expected a head index >= 0, got ", d);
   return static_cast<std::int64_t>(d);
 }
 
