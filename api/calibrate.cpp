@@ -202,6 +202,7 @@ sale::Params calibrate_sale(const sale::Config& base, const std::vector<Sample>&
   require_in("calibrate theta", t.sale_theta, Interval<float>{0.0f, INFINITY, true, true});
   sale::Params params;
   params.bits = base.bits;
+  params.groups = base.groups;
   params.local_window = base.local_window;
   params.theta = t.sale_theta;
   const std::int64_t heads = samples[0].problem.heads_q;

@@ -160,7 +160,14 @@ std::vector<std::pair<std::string, MethodConfig>> arms_of(WorkloadKind kind) {
     arms.emplace_back("sale int4 tau 0.004", sa);
     sa.bits = 8;
     arms.emplace_back("sale int8 tau 0.004", sa);
-    sa.bits = 4;
+    sa.groups = sale::Groups::block;  // one Q scale a 64-row block, K scales a 128-key segment
+    for (const float tau : {0.004f, 0.05f, 0.2f}) {
+      sa.tau = {tau};
+      char name[40];
+      std::snprintf(name, sizeof name, "sale int8 block tau %g", static_cast<double>(tau));
+      arms.emplace_back(name, sa);
+    }
+    sa = sale::Config{};
     for (const float tau : {0.008f, 0.015f, 0.025f, 0.05f, 0.1f, 0.2f}) {  // toward rel L1 1e-2 and past; 0.1 and 0.2:
       // within +0.5 % loss on the trained LM at 32K (bench/results/quality.md)
       sa.tau = {tau};

@@ -24,7 +24,7 @@ TEST_CASE("SALE quantization: per-thread groups, RNE codes, zero-range groups") 
   q[8 * d] = 3.5f;          // row 8: code 3.5 → 4 (ties to even)
   q[8 * d + 1] = 2.5f;      //        2.5 → 2
   for (std::int64_t e = 0; e < d; ++e) q[static_cast<std::size_t>(3 * d + e)] = q[static_cast<std::size_t>(11 * d + e)] = 0.0f;
-  const auto qq = reference::sale_quantize_q(q, 16, d, 7);
+  const auto qq = reference::sale_quantize_q(q, 16, d, 7, sale::Groups::thread);
   CHECK(qq.scale[0] == 1.0f);
   CHECK(qq.scale[8] == 1.0f);
   CHECK(qq.codes[0] == 7);
@@ -37,7 +37,7 @@ TEST_CASE("SALE quantization: per-thread groups, RNE codes, zero-range groups") 
 
   std::vector<float> k(static_cast<std::size_t>(32 * d), 0.1f);
   for (std::int64_t e = 0; e < d; ++e) k[static_cast<std::size_t>(25 * d + e)] = -2.0f;  // key 25: group (25 % 8) / 2 = 0
-  const auto kq = reference::sale_quantize_k(k, 32, d, 127);
+  const auto kq = reference::sale_quantize_k(k, 32, d, 127, sale::Groups::thread);
   for (std::int64_t n : {0, 1, 8, 9, 16, 17, 24, 25}) CHECK(kq.scale[static_cast<std::size_t>(n)] == doctest::Approx(2.0f / 127.0f));
   CHECK(kq.scale[2] == doctest::Approx(0.1f / 127.0f));
   CHECK(kq.codes[static_cast<std::size_t>(25 * d)] == -127);
@@ -48,6 +48,48 @@ TEST_CASE("SALE quantization: per-thread groups, RNE codes, zero-range groups") 
   CHECK(packed[0] == 0x7f);
   CHECK(packed[1] == 0x09);
   CHECK(sale::unpack_int4(packed) == codes);
+}
+
+TEST_CASE("SALE quantization: block groups (one Q scale a 64-row block, K scales per 128-key segment)") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const std::int64_t d = 16, nq = 150, nk = 300;  // tails: a 22-row Q block, a 12-key segment
+  std::vector<float> q(static_cast<std::size_t>(nq * d)), k(static_cast<std::size_t>(nk * d));
+  for (float& x : q) x = u(rng);
+  for (float& x : k) x = u(rng);
+  for (std::int64_t e = 0; e < d; ++e) k[static_cast<std::size_t>(77 * d + e)] = 0.0f;  // one zero key: still scaled
+  // The groups written out: Q rows [64c, 64c + 64); K keys of block 0 with the same (n mod 8) div 2, then of each
+  // [32 + 128s, 160 + 128s) with the same (n mod 8) div 2.
+  const auto q_id = [](std::int64_t r) { return r / 64; };
+  const auto k_id = [](std::int64_t n) { return (n < 32 ? 0 : 1 + (n - 32) / 128) * 4 + (n % 8) / 2; };
+  for (int range : {7, 127}) {
+    const auto check = [&](const std::vector<float>& x, std::int64_t n, auto id, const reference::SaleQuantized& got) {
+      for (std::int64_t r = 0; r < n; ++r) {
+        float amax = 0.0f;
+        for (std::int64_t o = 0; o < n; ++o)
+          if (id(o) == id(r))
+            for (std::int64_t e = 0; e < d; ++e) amax = std::max(amax, std::fabs(x[static_cast<std::size_t>(o * d + e)]));
+        REQUIRE(got.scale[static_cast<std::size_t>(r)] == amax / static_cast<float>(range));
+        for (std::int64_t e = 0; e < d; ++e) {  // |x| ≤ amax: no clamp
+          const float want = std::nearbyint(x[static_cast<std::size_t>(r * d + e)] * (static_cast<float>(range) / amax));
+          REQUIRE(got.codes[static_cast<std::size_t>(r * d + e)] == static_cast<int>(want));
+        }
+      }
+    };
+    check(q, nq, q_id, reference::sale_quantize_q(q, nq, d, range, sale::Groups::block));
+    check(k, nk, k_id, reference::sale_quantize_k(k, nk, d, range, sale::Groups::block));
+  }
+  // The chunks the GPUs quantize in hold whole groups, in order.
+  for (std::int64_t n = 0; n < 700; ++n) {
+    const std::int64_t c = n < 32 ? 0 : 1 + (n - 32) / 128;
+    CHECK(sale::k_chunk_begin(c, sale::Groups::block) <= n);
+    CHECK(n < sale::k_chunk_begin(c + 1, sale::Groups::block));
+    CHECK(sale::k_chunk_first(n, sale::Groups::block) == sale::k_chunk_begin(c, sale::Groups::block));
+    CHECK(sale::k_chunks(n + 1, sale::Groups::block) == c + 1);
+    CHECK(sale::k_chunks(n + 1, sale::Groups::thread) == n / 32 + 1);
+  }
 }
 
 TEST_CASE("relative score identity: P~ >= tau  <=>  S~ >= T (raw logits), and accumulator bounds") {
@@ -67,7 +109,7 @@ TEST_CASE("relative score identity: P~ >= tau  <=>  S~ >= T (raw logits), and ac
   for (auto& x : b) x = static_cast<float>(uniform(-3, 3));
   for (int bits : {4, 8}) {
     const int range = bits == 4 ? 7 : 127;
-    const auto qa = reference::sale_quantize_q(a, n, d, range), kb = reference::sale_quantize_k(b, n, d, range);
+    const auto qa = reference::sale_quantize_q(a, n, d, range, sale::Groups::thread), kb = reference::sale_quantize_k(b, n, d, range, sale::Groups::thread);
     std::int64_t worst = 0;
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
@@ -172,7 +214,7 @@ TEST_CASE("int8 estimates are closer to the exact scores than int4") {
   double err[2] = {0, 0};
   for (int bi = 0; bi < 2; ++bi) {
     const int range = bi == 0 ? 7 : 127;
-    const auto qq = reference::sale_quantize_q(q, n, d, range), kq = reference::sale_quantize_k(k, n, d, range);
+    const auto qq = reference::sale_quantize_q(q, n, d, range, sale::Groups::thread), kq = reference::sale_quantize_k(k, n, d, range, sale::Groups::thread);
     for (std::int64_t i = 0; i < n; i += 3)
       for (std::int64_t j = 0; j < n; j += 5) {
         double exact = 0, acc = 0;

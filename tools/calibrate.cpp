@@ -67,6 +67,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& o) {
   cal->add_option("--rel-l1", tune.rel_l1, "anchor, fgattn, bfla: bound on every head's rel L1")->capture_default_str();
   cal->add_option("--theta", tune.sale_theta, "sale: error bound Err = ‖O − O_dense‖₁ / N")->capture_default_str();
   cal->add_option("--bits", o.bits, "sale: 4 or 8");
+  cal->add_option("--groups", o.groups, "sale: quantization scale groups, thread | block");
   cal->add_option("--l1", tune.l1, "sparge: error bound of the mask search")->capture_default_str();
   cal->add_option("--l2", tune.l2, "sparge: error bound with PV-skip")->capture_default_str();
   cal->add_option("--workload", o.workload, "llm | video | random");
@@ -107,6 +108,8 @@ int run_calibrate(CalibrateOptions& o) {
   } else if (o.method == "sale") {
     sale::Config sale_base;
     sale_base.bits = o.bits;
+    const Option& groups = table_option(sale::kOptionTable, "groups");
+    set_option(groups, &sale_base, parse_option(groups, o.groups, "--groups"), "--groups");
     const sale::Params sp = std::get<sale::Params>(calibrate(sale_base, samples, o.targets));
     std::fprintf(stderr, "\n");
     save_params_json(sp, o.out);

@@ -23,6 +23,7 @@ struct CalibrateOptions {
   }();
   int samples = 2;
   int bits = 4;  ///< sale: 4 or 8
+  std::string groups = "thread";  ///< sale: its `groups` option by name
 };
 
 /// Adds the `calibrate` subcommand to `app`, its options bound to `options` (which must outlive the parse).

@@ -65,6 +65,13 @@ DEFAULT_CANDIDATES = {
     "anchor": [{"theta": x} for x in (20.0, 12.0, 16.0, 24.0)],
     "fgattn": [{"top_p": x} for x in (0.99, 0.9)],
 }
+# SALE's scale groups (--sweep sale_groups; issue 42): int8 codes with the paper's per-thread groups and with block
+# groups (one Q scale a 64-row block, K scales a 128-key segment), beside the int4 default, at τ 0.004 / 0.05 / 0.2.
+SALE_GROUPS = {
+    "dense": [{}],
+    "sale": [{"tau": t, **g} for t in (0.004, 0.05, 0.2)
+             for g in ({}, {"bits": 8}, {"bits": 8, "groups": "block"})],
+}
 # calibrate() per layer on a training input (not the held-out one), then the held-out loss with those parameters:
 # SpargeAttn and SALE with their papers' targets, the others against two per-head rel L1 bounds.
 CALIBRATIONS = [("sale", {}), ("sparge", {}), ("fgattn", {"rel_l1": 0.002}), ("fgattn", {"rel_l1": 0.01}),
@@ -266,9 +273,9 @@ def main():
     ap.add_argument("--methods", default=",".join(SWEEPS), help="the methods to sweep (oracle: --oracle)")
     ap.add_argument("--calibrate", action="store_true", help="calibrate() per layer and measure it (CALIBRATIONS)")
     ap.add_argument("--captures", help="write small captures of both models' Q/K/V here (.npz, for the demo)")
-    ap.add_argument("--sweep", choices=("main", "fallback", "defaults"), default="main",
+    ap.add_argument("--sweep", choices=("main", "fallback", "defaults", "sale_groups"), default="main",
                     help="main: SWEEPS (LONG_DIT at the DiT's 32K); fallback: the FALLBACK experiment; defaults: "
-                         "DEFAULT_CANDIDATES (both at every length)")
+                         "DEFAULT_CANDIDATES; sale_groups: SALE_GROUPS (all at every length)")
     ap.add_argument("--deadline", type=float, help="epoch seconds after which no row starts (recorded as skipped)")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
@@ -299,7 +306,7 @@ def main():
         return {"shapes": [(32, 32)] if n in oracle_lengths else [], "densities": oracle_densities}
 
     def stage(name, loss_fn, layers, n, calibrated, capture):
-        sweeps = {"fallback": FALLBACK, "defaults": DEFAULT_CANDIDATES}.get(
+        sweeps = {"fallback": FALLBACK, "defaults": DEFAULT_CANDIDATES, "sale_groups": SALE_GROUPS}.get(
             args.sweep, LONG_DIT if name == "dit-32k" else SWEEPS)
         dense = run_model(name, loss_fn, layers, sweeps, calibrated, oracle_at(n), log, results["rows"], deadline)
         if args.time and n == max(lengths):

@@ -32,6 +32,7 @@ std::vector<std::int8_t> unpack_int4(const std::vector<std::uint8_t>& bytes) {
 Config Params::config() const {
   Config c;
   c.bits = bits;
+  c.groups = groups;
   c.local_window = local_window;
   c.tau = tau;
   return c;

@@ -132,8 +132,10 @@ sparge::Params parse_sparge_params(std::string_view text, const std::string& wha
 }
 
 void save_params_json(const sale::Params& params, const std::string& path) {
+  const sale::Config config = params.config();
   const nlohmann::json j = {{"method", "sale"},
                             {"bits", params.bits},
+                            {"groups", option_value_text(table_option(sale::kOptionTable, "groups"), &config)},
                             {"local_window", params.local_window},
                             {"theta", params.theta},
                             {"tau", params.tau}};
@@ -154,6 +156,8 @@ sale::Params parse_sale_params(std::string_view text, const std::string& what) {
     const OptionTable& t = sale::kOptionTable;  // the keys that are options: their names, their checks
     sale::Params p;
     p.bits = static_cast<int>(option_value_at(j, t, "bits"));
+    if (j.contains("groups"))  // files before the option: the thread groups
+      p.groups = static_cast<sale::Groups>(static_cast<int>(option_value_at(j, t, "groups")));
     p.local_window = static_cast<std::int64_t>(option_value_at(j, t, "local_window"));
     p.theta = j.contains("theta") ? real(j, "theta") : 0.4f;  // the calibration's error bound, not an option
     for (const auto& tau : j.at("tau")) p.tau.push_back(static_cast<float>(option_value(tau, t, "tau")));

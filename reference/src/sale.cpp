@@ -55,12 +55,14 @@ std::vector<float> center(std::vector<float>& rows, std::int64_t n, std::int64_t
 
 }  // namespace
 
-SaleQuantized sale_quantize_q(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range) {
-  return quantize(rows, n, d, range, sale::q_group);
+SaleQuantized sale_quantize_q(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range,
+                              sale::Groups groups) {
+  return quantize(rows, n, d, range, [groups](std::int64_t r) { return sale::q_group(r, groups); });
 }
 
-SaleQuantized sale_quantize_k(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range) {
-  return quantize(rows, n, d, range, sale::k_group);
+SaleQuantized sale_quantize_k(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range,
+                              sale::Groups groups) {
+  return quantize(rows, n, d, range, [groups](std::int64_t j) { return sale::k_group(j, groups); });
 }
 
 namespace {
@@ -78,8 +80,8 @@ SaleHeadInputs head_inputs(const Problem& p, const TensorView& q, const TensorVi
   in.qmk.resize(static_cast<std::size_t>(nkv));
   for (std::int64_t j = 0; j < nkv; ++j)
     in.qmk[static_cast<std::size_t>(j)] = dot_lanes8(mu_q.data(), in.k_centred.data() + j * d, static_cast<int>(d));
-  in.q = sale_quantize_q(qr, nq, d, c.range());
-  in.k = sale_quantize_k(in.k_centred, nkv, d, c.range());
+  in.q = sale_quantize_q(qr, nq, d, c.range(), c.groups);
+  in.k = sale_quantize_k(in.k_centred, nkv, d, c.range(), c.groups);
   return in;
 }
 

@@ -296,6 +296,11 @@ const std::vector<EstimatorCase>& estimator_cases() {
     sale_no_local.tau = {0.05f};
     sale::Config sale_tau1 = sale8;
     sale_tau1.tau = {1.0f};
+    sale::Config sale_block = sale8_strict;  // block scale groups: one Q scale a 64-row block, K scales a segment
+    sale_block.groups = sale::Groups::block;
+    sale_block.tau = {0.05f};
+    sale::Config sale_block4 = sale4;
+    sale_block4.groups = sale::Groups::block;
     fg_attn::Config fg;
     fg.top_p = 0.8f;
     fg_attn::Config fg16 = fg;
@@ -369,6 +374,11 @@ const std::vector<EstimatorCase>& estimator_cases() {
          DType::bf16},
         // GQA ratios 3 (the trained LM's 6:2) and 5: no divisor 4 or 2, so CUDA's candidate CTAs take one head each.
         {"sale int4 GQA 3:1", sale4, llm, 1, 6, 2, 700, 700, 128, true, DType::bf16},
+        {"sale block groups int8 varlen odd N", sale_block, llm, 2, 4, 2, 900, 900, 128, true, DType::bf16, {900, 365},
+         {900, 365}},
+        {"sale block groups int8 non-causal Nq < Nkv D=96 fp16", sale_block, video, 1, 2, 1, 300, 701, 96, false,
+         DType::f16},
+        {"sale block groups int4 D=64", sale_block4, llm, 1, 4, 2, 1000, 1000, 64, true, DType::bf16},
         {"sale int8 GQA 5:1 D=64 Nq < Nkv fp16", sale8, llm, 1, 5, 1, 300, 650, 64, true, DType::f16},
         {"anchor llm GQA", anchor, llm, 1, 4, 1, 1500, 1500, 128, true, DType::bf16},
         {"anchor non-causal", anchor, video, 1, 2, 1, 1100, 1300, 64, false, DType::f16},

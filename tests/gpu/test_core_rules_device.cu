@@ -46,7 +46,9 @@ __host__ __device__ void evaluate(const float* x, const float* y, int t, std::ui
   float w[kRows];
   OnlineSoftmax::update(st, x, kRows, w);
   f(7, sale::threshold(st, 0.004f, sl));
-  n(8, sale::candidate_segments(40 + t, 4, 0.004f) * 100 + sale::k_group(t * 7 + 3) + sale::q_group(t * 5 + 9));
+  n(8, sale::candidate_segments(40 + t, 4, 0.004f) * 100 + sale::k_group(t * 7 + 3, sale::Groups::thread) +
+           sale::q_group(t * 5 + 9, sale::Groups::thread) + 3 * sale::k_group(t * 29 + 5, sale::Groups::block) +
+           5 * sale::q_group(t * 11 + 1, sale::Groups::block));
   const AnchorRegion r = sale::sink_local_region(500 + 13 * t, 9);
   n(9, r.sink_end + r.local_begin * 3 + r.local_end * 7);
   const anchor_attn::GroupKeys g = anchor_attn::group_keys(128, 128, 2048, 2048 * (t % 3), 2048 * (t % 3) + 2047, 5000, 7000, t % 2 == 0);

@@ -13,10 +13,11 @@
 //      written — and the executor then resumes every row from them over the kept candidates only (AttendOptions::
 //      resume): the sink-local tiles are computed once, and are part of the answer;
 //   3. K': per 32-key block of a (batch, KV head), k' = k − μ_k (subtract_mean's op), group amax over the group's valid
-//      keys, sale::group_scale / quant_code: codes and scales bit-identical to reference::sale_quantize_k; and the
+//      keys (block groups span a 128-key segment, 4 CTAs: a pass before, 3a, writes every key's max |k'|),
+//      sale::group_scale / quant_code: codes and scales bit-identical to reference::sale_quantize_k; and the
 //      per-key bias qmk_j = dot_lanes8(μ_q, k'_j) of every query head of the GQA group (the core's fixed order);
-//   4. Q': per 64-row block of a (batch, query head), q' = q − μ_q, the groups of rows 16a+r / 16a+r+8, codes and scales
-//      bit-identical to reference::sale_quantize_q; the state correction of step 2;
+//   4. Q': per 64-row block of a (batch, query head), q' = q − μ_q, the groups of rows 16a+r / 16a+r+8 (or the block),
+//      codes and scales bit-identical to reference::sale_quantize_q; the state correction of step 2;
 //   5. candidates: per (batch, query head, 64-row query block) — one CTA, 4 warps of 16 rows — the candidate key blocks
 //      [1, candidate_end) one 4-block segment at a time (K codes, qmk and K scales in a two-stage cp.async pipeline).
 //      Integer products on the tensor cores with mma.sync m16n8k32 s8·s8 → s32: int4 codes in [−7, 7] are valid s8
@@ -26,10 +27,11 @@
 //      byte, and the mma.sync kernel runs m16n8k64 s4 on them — half the bytes and half the mma of the s8 path (twice
 //      the int8 rate on those GPUs), the same products; on Hopper the s4 mma is emulated, so int4 runs as s8 there
 //      (SPATTN_CUDA_KERNEL=sm80 forces the s4 kernel, for its tests). A thread's accumulators hold rows g and g + 8 —
-//      one Q scale group — and keys 8a + 2·t4 + c of each block — K scale group t4 — so sale::GroupMax runs inside the
-//      thread in the reference's key order (bias_units once per key for both rows), and the margin of a block is the
-//      max over the CTA's threads of GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the
-//      reference's float margin, bit for bit. Without kept margins (the pipeline), a row's largest acc + c_j, c_j its
+//      one Q scale group (or a part of the block's) — and keys 8a + 2·t4 + c of each block — K scale group t4 (or a
+//      part of its segment's) — so sale::GroupMax runs inside the thread in the reference's key order (bias_units
+//      once per key for both rows), and the margin of a block is the max over the CTA's threads of
+//      GroupMax.estimate() − T_r (T_r = sale::threshold of the corrected state): the reference's float margin, bit for
+//      bit. Without kept margins (the pipeline), a row's largest acc + c_j, c_j its
 //      key's folded bias (sale::folded_bias: the integer nearest qmk_j/u, one fma per key and thread, shared by both
 //      rows), is one add-and-max per product (__viaddmax_s32), and sale::folded_decision decides from it (the estimate
 //      lies between u·(V − 1) and u·(V + 1)); a row within that of its threshold is settled exactly when its thread's 8
@@ -123,6 +125,7 @@ struct Geometry {
   int heads_q, heads_kv, ratio, range, tq, tk;
   std::int64_t local_blocks;
   std::int64_t ldk;  ///< row stride (keys) of the qmk and K-scale arrays: Nkv rounded up to 32 (whole blocks)
+  sale::Groups groups;
   float scale_log2;
   const float* tau;  ///< per query head
 };
@@ -137,6 +140,7 @@ struct SaleBuffers {
   std::int8_t* k_codes;   ///< [((b·Hkv + h)·Nkv + j)·D]
   std::int8_t* k_packed;  ///< the same for K, [((b·Hkv + h)·Nkv + j)·D/2], or null
   float* k_scale;         ///< [(b·Hkv + h)·ldk + j]
+  float* k_amax;          ///< block groups: max_c |k'_jc| [(b·Hkv + h)·ldk + j] (step 3a; a group spans 4 CTAs); else null
   float* qmk;             ///< [(b·Hq + h)·ldk + j]
   unsigned* qmk_abs_max;  ///< [b·Hq + h]: the bits of max_j |qmk_j| (non-negative floats order as their bits; NaN last)
   const SoftmaxState* raw_state;  ///< [(b·Hq + h)·Nq + i]: step 2's sink-local states over q·k (the executor's domain)
@@ -162,15 +166,16 @@ __device__ __forceinline__ std::uint32_t pack8_nibbles(const float* x, float inv
 /// std::max's comparison (a < b ? b : a): a NaN b leaves a, as in the reference's loops.
 __device__ __forceinline__ float max_of(float a, float b) { return a < b ? b : a; }
 
-/// Step 3: 32-key block blockIdx.x of (batch, KV head) blockIdx.y — K' codes and scales, and qmk of the GQA group.
+/// Steps 3a and 3: 32-key block blockIdx.x of (batch, KV head) blockIdx.y in shared memory, k' = k − μ_k (subtract_mean's
+/// op; tail keys 0), and each key's max |k'| in s_amax. Returns the block's valid keys (0: past the sequence; the CTA
+/// returns before any barrier).
 template <class T, int D>
-__global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geometry g, SaleBuffers w) {
+__device__ __forceinline__ int stage_centred_keys(const Rows<T>& k, const Geometry& g, const SaleBuffers& w, float* s_k,
+                                                  float* s_amax) {
   constexpr int kLd = D + 1;
-  __shared__ float s_k[kBK * kLd];
-  __shared__ float s_amax[kBK];
   const int blk = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / g.heads_kv, h = bh % g.heads_kv;
   const std::int64_t nkv = g.seqs.len_kv(b), first = static_cast<std::int64_t>(blk) * kBK;
-  if (first >= nkv) return;
+  if (first >= nkv) return 0;
   const int rows = static_cast<int>(nkv - first < kBK ? nkv - first : kBK);
   const float* mu = w.mu_k + static_cast<std::int64_t>(bh) * D;
   detail::stage_rows(k, b, h, first, rows, D, [&](int r, int c, float v) { s_k[r * kLd + c] = v - mu[c]; });  // subtract_mean
@@ -182,15 +187,47 @@ __global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geome
     s_amax[r] = a;
   }
   __syncthreads();
-  // Scales: group (n mod 8) div 2 of the block, amax over its valid keys (sale::k_group).
+  return rows;
+}
+
+/// Step 3a (block groups only): each key's max |k'| into w.k_amax, for step 3's group amax over the keys of its
+/// 128-key segment (4 CTAs of step 3).
+template <class T, int D>
+__global__ void __launch_bounds__(kQuantThreads) key_max_kernel(Rows<T> k, Geometry g, SaleBuffers w) {
+  __shared__ float s_k[kBK * (D + 1)];
+  __shared__ float s_amax[kBK];
+  const int rows = stage_centred_keys<T, D>(k, g, w, s_k, s_amax);
+  const std::int64_t key0 = static_cast<std::int64_t>(blockIdx.y) * g.ldk + static_cast<std::int64_t>(blockIdx.x) * kBK;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) w.k_amax[key0 + r] = s_amax[r];
+}
+
+/// Step 3: 32-key block blockIdx.x of (batch, KV head) blockIdx.y — K' codes and scales, and qmk of the GQA group.
+template <class T, int D>
+__global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geometry g, SaleBuffers w) {
+  constexpr int kLd = D + 1;
+  __shared__ float s_k[kBK * kLd];
+  __shared__ float s_amax[kBK];
+  const int rows = stage_centred_keys<T, D>(k, g, w, s_k, s_amax);
+  if (rows == 0) return;
+  const int blk = static_cast<int>(blockIdx.x), bh = static_cast<int>(blockIdx.y), b = bh / g.heads_kv, h = bh % g.heads_kv;
+  const std::int64_t nkv = g.seqs.len_kv(b), first = static_cast<std::int64_t>(blk) * kBK;
+  const std::int64_t head_keys = static_cast<std::int64_t>(bh) * g.ldk;  // key 0 of the head in w.k_amax, w.k_scale
+  // Scales: amax over the valid keys of the key's group (sale::k_group): thread groups lie inside the block; block
+  // groups span the key's 128-key segment, whose keys' maxima step 3a wrote (a max: any order gives its bits).
   __shared__ float s_inv[kBK];
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int grp = static_cast<int>(sale::k_group(r));  // r < 32: the group's id inside the block
+    const std::int64_t key = first + r, grp = sale::k_group(key, g.groups), c0 = sale::k_chunk_first(key, g.groups);
+    const std::int64_t c1 = c0 + kChunkKeys < nkv ? c0 + kChunkKeys : nkv;
     float a = 0.0f;
-    for (int m = 0; m < rows; ++m)
-      if (sale::k_group(m) == grp) a = max_of(a, s_amax[m]);
+    if (g.groups == sale::Groups::block) {
+      for (std::int64_t m = c0; m < c1; ++m)
+        if (sale::k_group(m, g.groups) == grp) a = max_of(a, w.k_amax[head_keys + m]);
+    } else {
+      for (int m = 0; m < rows; ++m)
+        if (sale::k_group(first + m, g.groups) == grp) a = max_of(a, s_amax[m]);
+    }
     s_inv[r] = sale::group_inv_scale(a, g.range);
-    w.k_scale[static_cast<std::int64_t>(bh) * g.ldk + first + r] = sale::group_scale(a, g.range);
+    w.k_scale[head_keys + first + r] = sale::group_scale(a, g.range);
   }
   __syncthreads();
   std::uint32_t* codes = reinterpret_cast<std::uint32_t*>(w.k_codes + ((static_cast<std::int64_t>(bh) * g.seqs.nkv + first) * D));
@@ -260,10 +297,12 @@ __global__ void __launch_bounds__(kQuantThreads) quant_q_kernel(Rows<T> q, Geome
     s_amax[r] = a;
   }
   __syncthreads();
-  // Scales: rows 16a + r and 16a + r + 8 (sale::q_group; the block starts at a multiple of 16), valid rows only.
+  // Scales: amax over the valid rows of the row's group (sale::q_group; the block starts at a multiple of 64): rows
+  // 16a + r and 16a + r + 8, or the whole block.
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const int lead = static_cast<int>(sale::q_group(r)), other = lead + 8;
-    const float a = other < rows ? max_of(s_amax[lead], s_amax[other]) : s_amax[lead];
+    float a = 0.0f;
+    for (int m = 0; m < rows; ++m)
+      if (sale::q_group(m, g.groups) == sale::q_group(r, g.groups)) a = max_of(a, s_amax[m]);
     s_inv[r] = sale::group_inv_scale(a, g.range);
     w.q_scale[row0 + r] = sale::group_scale(a, g.range);
   }
@@ -768,6 +807,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     g_.tk = static_cast<int>(shape_.num_k_tiles());
     g_.local_blocks = c.local_window / kBK;
     g_.ldk = (p.seqlen_kv + kBK - 1) / kBK * kBK;
+    g_.groups = c.groups;
     g_.scale_log2 = scale_log2(p.softmax_scale());
     std::vector<float> tau;
     for (std::int64_t h = 0; h < p.heads_q; ++h) tau.push_back(c.tau_of(h));
@@ -793,6 +833,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
       k_packed_.allocate(bhk * static_cast<std::size_t>(p.seqlen_kv) * d / 2);
     }
     k_scale_.allocate(bhk * static_cast<std::size_t>(g_.ldk));
+    if (c.groups == sale::Groups::block) k_amax_.allocate(bhk * static_cast<std::size_t>(g_.ldk));
     qmk_.allocate(bhq * static_cast<std::size_t>(g_.ldk));
     qmk_abs_max_.allocate(bhq);
     raw_state_.allocate(bhq * static_cast<std::size_t>(p.seqlen_q));
@@ -806,7 +847,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   MaskShape shape() const override { return shape_; }
   std::size_t workspace_bytes() const override {
     return tau_.bytes() + partial_q_.bytes() + partial_k_.bytes() + mu_q_.bytes() + mu_k_.bytes() + q_codes_.bytes() +
-           q_scale_.bytes() + k_codes_.bytes() + q_packed_.bytes() + k_packed_.bytes() + k_scale_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + raw_state_.bytes() +
+           q_scale_.bytes() + k_codes_.bytes() + q_packed_.bytes() + k_packed_.bytes() + k_scale_.bytes() + k_amax_.bytes() + qmk_.bytes() + qmk_abs_max_.bytes() + raw_state_.bytes() +
            state_.bytes() + margins_.bytes() + empty_.bytes() + region_.bytes();
   }
   /// Step 2 is the executor's statistics pass (no V, no O); the mask gets the whole selection.
@@ -849,7 +890,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
     };
     poison(partial_q_), poison(partial_k_), poison(mu_q_), poison(mu_k_), poison(q_codes_), poison(q_scale_);
     poison(k_codes_), poison(k_scale_), poison(qmk_), poison(qmk_abs_max_), poison(raw_state_), poison(state_);
-    poison(q_packed_), poison(k_packed_);
+    poison(q_packed_), poison(k_packed_), poison(k_amax_);
     poison(margins_);
     check(cudaDeviceSynchronize(), "synchronize");
   }
@@ -931,12 +972,13 @@ class SaleEstimatorImpl final : public SaleEstimator {
       attend_async(p_, q, k, *v, region_, *o, nullptr, cu_q_, cu_kv_, empty_.ptr, stream, nullptr, {raw_state_.ptr, nullptr});
     else
       state_pass_async(p_, q, k, region_, raw_state_.ptr, cu_q_, cu_kv_, empty_.ptr, stream);
-    SaleBuffers w{mu_q_.ptr,    mu_k_.ptr,        q_codes_.ptr,   q_packed_.ptr, q_scale_.ptr,
-                k_codes_.ptr, k_packed_.ptr,    k_scale_.ptr,   qmk_.ptr,      qmk_abs_max_.ptr,
-                raw_state_.ptr, state_.ptr,     margins_.ptr};
+    SaleBuffers w{mu_q_.ptr,   mu_k_.ptr,     q_codes_.ptr, q_packed_.ptr,    q_scale_.ptr,
+                  k_codes_.ptr, k_packed_.ptr, k_scale_.ptr, k_amax_.ptr,      qmk_.ptr,
+                  qmk_abs_max_.ptr, raw_state_.ptr, state_.ptr, margins_.ptr};
     check(cudaMemsetAsync(qmk_abs_max_.ptr, 0, qmk_abs_max_.bytes(), stream), "cudaMemsetAsync");
     with_head_dim(d, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
+      if (k_amax_.ptr != nullptr) key_max_kernel<T, D><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
       quant_k_kernel<T, D><<<dim3(g_.tk, bq * hkv), kQuantThreads, 0, stream>>>(kr, g_, w);
       quant_q_kernel<T, D><<<dim3(g_.tq, bq * hq), kQuantThreads, quant_q_bytes(D), stream>>>(qr, g_, w);
     });
@@ -959,7 +1001,7 @@ class SaleEstimatorImpl final : public SaleEstimator {
   int q_chunks_ = 1, k_chunks_ = 1;
   bool wgmma_ = false;  ///< the sm_90a candidate kernel (use_sm90(), D = 128)
   bool int4_ = false;   ///< int4 codes on the mma.sync kernel: s4 m16n8k64 over packed codes (not on Hopper)
-  DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, qmk_, margins_;
+  DeviceArray<float> tau_, partial_q_, partial_k_, mu_q_, mu_k_, q_scale_, k_scale_, k_amax_, qmk_, margins_;
   DeviceArray<std::int8_t> q_codes_, k_codes_, q_packed_, k_packed_;  ///< packed: int4_ only
   DeviceArray<SoftmaxState> raw_state_, state_;  ///< step 2's states (q·k), and in the reference's domain (q·k')
   DeviceArray<unsigned> qmk_abs_max_;

@@ -1,7 +1,8 @@
 // SALE's estimator (research/sale.md; the rules in spattn/methods/sale.hpp) as Kokkos kernels:
 //   1. sequence means of Q (per query head) and K (per KV head), sequence_mean's chunked order;
 //   2. codes and scales of the centred rows by the core's groups (q_group, k_group, group_scale, quant_code), a team
-//      per 16 query rows / 32 keys, a row per thread (the group's amax is a max: any order gives its bits);
+//      per chunk of whole groups (16 or 64 query rows; 32 keys, or 128-key segments), a row per thread (the group's
+//      amax is a max: any order gives its bits);
 //   3. the smoothing bias qmk_j = dot_lanes8(μ_q, k'_j) per (query head, key);
 //   4. a team per (batch, query head, 64-row query block): sink, local and candidate blocks (candidate_segments), the
 //      exact sink-local state of each row (one fma chain per score, the core's online softmax) and its threshold, then
@@ -36,25 +37,30 @@ EstimateViews<Exec> sale_estimate_on(const Problem& problem, const TensorView& q
 namespace detail {
 
 /// Codes [(bh·n_max + r)·d + e] and scales [bh·n_max + r] of the centred rows x − μ of head bh, a team per chunk of
-/// `chunk` rows (16 query rows or 32 keys: each holds whole scale groups), a row per thread.
+/// whole scale groups (sale::q_chunk_rows, sale::k_chunk_begin: 16 or 64 query rows; 32 keys, or block 0 and 128-key
+/// segments), a row per thread.
 template <class Exec>
 struct SaleQuantize {
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   DeviceShape s;
   DeviceTensor t;
   bool is_q;
-  std::int64_t heads, chunk, chunks, n_max;
+  sale::Groups groups;
+  std::int64_t heads, chunks, n_max;
   int range;
   const float* mu;
   std::int8_t* codes;
   float* scale;
+  KOKKOS_INLINE_FUNCTION std::int64_t begin(std::int64_t c) const {
+    return is_q ? c * sale::q_chunk_rows(groups) : sale::k_chunk_begin(c, groups);
+  }
   KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
-    const std::int64_t c0 = (team.league_rank() % chunks) * chunk, bh = team.league_rank() / chunks;
+    const std::int64_t c = team.league_rank() % chunks, bh = team.league_rank() / chunks, c0 = begin(c);
     const std::int64_t b = bh / heads, h = bh % heads, n = is_q ? s.nq(b) : s.nkv(b), d = s.d;
     if (c0 >= n) return;
     const auto value = [&](std::int64_t r, std::int64_t e) { return t.load(s.row(t, is_q, b, h, r) + e) - mu[bh * d + e]; };
-    const auto group_of = [&](std::int64_t r) { return is_q ? sale::q_group(r) : sale::k_group(r); };
-    const std::int64_t end = c0 + chunk < n ? c0 + chunk : n;
+    const auto group_of = [&](std::int64_t r) { return is_q ? sale::q_group(r, groups) : sale::k_group(r, groups); };
+    const std::int64_t end = begin(c + 1) < n ? begin(c + 1) : n;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, c0, end), [&](std::int64_t r) {
       float amax = 0.0f;  // over the valid rows of r's group (all inside this chunk)
       for (std::int64_t o = c0; o < end; ++o)
@@ -206,12 +212,13 @@ EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, cons
   auto k_codes = detail::workspace<Exec, std::int8_t>("spattn::k_codes", n(bk * p.seqlen_kv * d));
   auto q_scale = detail::workspace<Exec, float>("spattn::q_scale", n(bq * p.seqlen_q));
   auto k_scale = detail::workspace<Exec, float>("spattn::k_scale", n(bk * p.seqlen_kv));
-  const std::int64_t q_chunks = (p.seqlen_q + 15) / 16, k_chunks = (p.seqlen_kv + 31) / 32;
+  const std::int64_t q_rows = sale::q_chunk_rows(c.groups), q_chunks = (p.seqlen_q + q_rows - 1) / q_rows;
+  const std::int64_t k_groups = sale::k_chunks(p.seqlen_kv, c.groups), k_chunks = (p.seqlen_kv + 31) / 32;
   Kokkos::parallel_for("spattn::kokkos::sale_quantize_q", Policy(idx(bq * q_chunks), ts),
-                       detail::SaleQuantize<Exec>{s, qt, true, p.heads_q, 16, q_chunks, p.seqlen_q, c.range(), mu_q.data(),
-                                                  q_codes.data(), q_scale.data()});
-  Kokkos::parallel_for("spattn::kokkos::sale_quantize_k", Policy(idx(bk * k_chunks), ts),
-                       detail::SaleQuantize<Exec>{s, kt, false, p.heads_kv, 32, k_chunks, p.seqlen_kv, c.range(),
+                       detail::SaleQuantize<Exec>{s, qt, true, c.groups, p.heads_q, q_chunks, p.seqlen_q, c.range(),
+                                                  mu_q.data(), q_codes.data(), q_scale.data()});
+  Kokkos::parallel_for("spattn::kokkos::sale_quantize_k", Policy(idx(bk * k_groups), ts),
+                       detail::SaleQuantize<Exec>{s, kt, false, c.groups, p.heads_kv, k_groups, p.seqlen_kv, c.range(),
                                                   mu_k.data(), k_codes.data(), k_scale.data()});
   auto qmk = detail::workspace<Exec, float>("spattn::qmk", n(bq * p.seqlen_kv));
   Kokkos::parallel_for("spattn::kokkos::sale_bias", Policy(idx(bq * k_chunks), ts),

@@ -6,9 +6,18 @@
 // - Smoothing with one mean per head over the sequence: Q' = Q − μ_q, K' = K − μ_k (fp32). The per-key bias
 //   qmk_j = μ_q·k'_j restores q·k' = q'·k' + qmk_j (softmax-invariant K smoothing needs no correction).
 // - Symmetric codes in [−R, R], R = 7 (int4) or 127 (int8, the Hopper path, same groups): code =
-//   round-to-nearest-even(x·R/amax), clamped; stored scale amax/R. Groups are the mma per-thread groups:
-//   Q rows 16a+r and 16a+r+8 (r < 8) share a scale; in each aligned 32-key block, key n belongs to group
-//   (n mod 8) div 2 (8 keys). amax is taken over the group's valid rows only (tail rows never vote).
+//   round-to-nearest-even(x·R/amax), clamped; stored scale amax/R. Groups (option `groups`):
+//   - "thread" (the default; the paper's kernel): the mma per-thread groups: Q rows 16a+r and 16a+r+8 (r < 8)
+//     share a scale; in each aligned 32-key block, key n belongs to group (n mod 8) div 2 (8 keys).
+//   - "block" (a deviation from the paper, SageAttention-like block scales): one Q scale per 64-row query block;
+//     K: key block 0 (the sink) as above, then per 128-key candidate segment (keys 32 + 128s … 159 + 128s, the
+//     segments of the selection below) group (n mod 8) div 2 (32 keys). The unit sq·sk of a candidate product is then
+//     the same for every row of a query block and changes once a segment, so a GPU forms the reciprocal, the
+//     biases and the thresholds once a segment instead of once a 32-key block. Priced on the trained captures
+//     (bench/quality/sale_scale_groups_study.py, bench/results/gpu-pipeline.md): with int8 codes it decides as the
+//     thread groups do (35–63 of 11160 LM decisions unlike the exact-score rule, against 17–58); with int4 codes
+//     it keeps 1–2 % more blocks than int4 thread groups. Recommended with bits = 8.
+//   amax is taken over the group's valid rows only (tail rows never vote).
 // - Zero-range group (amax = 0): codes 0 and scale 0 — no NaN/inf scales; such a row's estimate is the
 //   exact bias term.
 // - Bias in integer units: b_ij = RNE(qmk_j / (sq_i·sk_j)), clamped to ±2^30 (the code's fp16 bias could
@@ -41,8 +50,12 @@
 namespace spattn::sale {
 
 /// Ranges and docs: kOptions below (validate() checks them, and that bits is 4 or 8).
+/// Quantization scale groups (kOptions: "thread" | "block"; see above).
+enum class Groups : std::uint8_t { thread, block };
+
 struct Config {
   int bits = 4;
+  Groups groups = Groups::thread;
   std::int64_t local_window = 128;
   std::vector<float> tau = {0.004f};  ///< per query head (one value = all); the paper's example value
   /// Throws spattn::Error naming the bad field.
@@ -55,10 +68,30 @@ constexpr std::int32_t kBlockQ = 64, kBlockK = 32, kSegment = 4;
 
 // ---- rules (host + device; the reference's loops and every backend's estimator call these) ----
 
-/// Scale group of query row r: rows 16a+r' and 16a+r'+8 (r' < 8) share one (the mma per-thread groups).
-SPATTN_INLINE std::int64_t q_group(std::int64_t r) { return (r / 16) * 16 + r % 8; }
-/// Scale group of key n: in each aligned 32-key block, keys with the same (n mod 8) div 2 share one.
-SPATTN_INLINE std::int64_t k_group(std::int64_t n) { return (n / 32) * 32 + (n % 8) / 2; }
+/// Scale group of query row r, as the group's first row (≤ r): thread groups: rows 16a+r' and 16a+r'+8 (r' < 8) share
+/// one (the mma per-thread groups); block groups: the 64-row query block.
+SPATTN_INLINE std::int64_t q_group(std::int64_t r, Groups groups) {
+  return groups == Groups::block ? (r / kBlockQ) * kBlockQ : (r / 16) * 16 + r % 8;
+}
+/// First key of key n's quantization chunk, which holds whole K scale groups: its 32-key block (thread groups); key
+/// block 0 or its 128-key candidate segment 32 + 128s … (block groups).
+SPATTN_INLINE std::int64_t k_chunk_first(std::int64_t n, Groups groups) {
+  if (groups == Groups::thread || n < kBlockK) return (n / kBlockK) * kBlockK;
+  return kBlockK + ((n - kBlockK) / (kSegment * kBlockK)) * (kSegment * kBlockK);
+}
+/// Scale group of key n, as an id ≤ n: keys of one chunk with the same (n mod 8) div 2 share one.
+SPATTN_INLINE std::int64_t k_group(std::int64_t n, Groups groups) { return k_chunk_first(n, groups) + (n % 8) / 2; }
+/// The rows of Q quantization chunk c (whole scale groups): [c·q_chunk_rows, …): 16 rows (thread) or 64 (block).
+SPATTN_INLINE std::int64_t q_chunk_rows(Groups groups) { return groups == Groups::block ? kBlockQ : 16; }
+/// First key of K quantization chunk c (k_chunk_first's chunks in order), and how many chunks n keys fill.
+SPATTN_INLINE std::int64_t k_chunk_begin(std::int64_t c, Groups groups) {
+  if (groups == Groups::thread || c == 0) return c * kBlockK;
+  return kBlockK + (c - 1) * (kSegment * kBlockK);
+}
+SPATTN_INLINE std::int64_t k_chunks(std::int64_t n, Groups groups) {
+  if (groups == Groups::thread || n <= kBlockK) return (n + kBlockK - 1) / kBlockK;
+  return 1 + (n - kBlockK + kSegment * kBlockK - 1) / (kSegment * kBlockK);
+}
 /// Key n = 32·block + 8a + 2g + c is lane (a, c) of scale group g of its block (a < 4, g < 4, c < 2).
 SPATTN_INLINE std::int64_t group_key(std::int64_t block, int a, int g, int c) { return block * kBlockK + 8 * a + 2 * g + c; }
 
@@ -237,6 +270,7 @@ std::vector<std::int8_t> unpack_int4(const std::vector<std::uint8_t>& bytes);
 /// Tuned τ per head (SALE's calibration): JSON with "method": "sale".
 struct Params {
   int bits = 4;
+  Groups groups = Groups::thread;
   std::int64_t local_window = 128;
   float theta = 0.4f;
   std::vector<float> tau;
@@ -257,6 +291,10 @@ inline constexpr Refusal kRefusals[] = {{.names = "tile_q|tile_k", .reason = "sa
 inline constexpr Option kOptions[] = {
     {.name = "bits", .field = SPATTN_FIELD(Config, bits), .symbol = "",
      .doc = "estimate codes: 4 (int4) or 8 (int8, the Hopper path; same groups)", .lo = 4, .hi = 8},
+    {.name = "groups", .field = SPATTN_FIELD(Config, groups), .symbol = "",
+     .doc = "quantization scale groups: the mma's per-thread groups (the paper) or one Q scale per 64-row block and "
+            "K scales per 128-key segment (use with bits 8)",
+     .choices = "thread|block"},
     {.name = "local_window", .field = SPATTN_FIELD(Config, local_window), .symbol = "NL·32",
      .doc = "local keys before the diagonal, counted exactly", .lo = 0,
      .hi = static_cast<double>(std::int64_t{1} << 40), .multiple_of = kBlockK},

@@ -16,10 +16,13 @@ struct SaleQuantized {
   std::vector<std::int8_t> codes;
   std::vector<float> scale;
 };
-/// Q' rows [n][d]: rows 16a+r and 16a+r+8 share a scale.
-SaleQuantized sale_quantize_q(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range);
-/// K' rows [n][d]: in each aligned 32-key block, key n is in group (n mod 8) div 2.
-SaleQuantized sale_quantize_k(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range);
+/// Q' rows [n][d] by sale::q_group (thread groups: rows 16a+r and 16a+r+8 share a scale; block groups: 64 rows).
+SaleQuantized sale_quantize_q(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range,
+                              sale::Groups groups);
+/// K' rows [n][d] by sale::k_group (thread groups: in each aligned 32-key block, key n is in group (n mod 8) div 2;
+/// block groups: the same within block 0 and within each 128-key segment after it).
+SaleQuantized sale_quantize_k(const std::vector<float>& rows, std::int64_t n, std::int64_t d, int range,
+                              sale::Groups groups);
 
 struct SaleEstimate {
   TileMask mask;  ///< tile_q = 64, tile_k = 32, one mask per query head
