@@ -395,6 +395,40 @@ TEST_CASE("folded_decision: every sure answer is GroupMax's decision, and most a
                 << " undecided rows settled by certified biases, " << wrong_settled << " of them wrong");
 }
 
+TEST_CASE("folded_bounds: the integer comparisons decide as folded_decision and folded_exact_decision") {
+  const std::uint64_t seed = test_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> log_unit(-30.0, 10.0), frac(0.0, 1.0);
+  std::uniform_int_distribution<std::int32_t> value(-(1 << 23) + 2, (1 << 23) - 2), near(-3, 3), ulps(-2, 2);
+  std::int64_t compared = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    const float unit = static_cast<float>(std::exp2(log_unit(rng)) * (1.0 + frac(rng)));
+    const std::int32_t best = trial % 4 == 3 ? value(rng) % 3000 : value(rng);
+    float thr = 0.0f;
+    switch (trial % 3) {
+      case 0: thr = unit * static_cast<float>(best + near(rng)); break;  // a boundary: RN(unit·v) itself
+      case 1: {  // a boundary moved by a few ulps
+        thr = unit * static_cast<float>(best + near(rng));
+        for (std::int32_t k = ulps(rng); k != 0; k += k > 0 ? -1 : 1) thr = std::nextafter(thr, k > 0 ? INFINITY : -INFINITY);
+        break;
+      }
+      default: thr = static_cast<float>(unit * (best + 8.0 * (frac(rng) - 0.5)) * (trial % 7 == 0 ? 1e3 : 1.0));
+    }
+    const sale::FoldedBounds b = sale::folded_bounds(unit, thr);
+    REQUIRE(sale::folded_decision(best, b) == sale::folded_decision(best, unit, thr));
+    REQUIRE(sale::folded_exact_decision(best, b) == sale::folded_exact_decision(best, unit, thr));
+    ++compared;
+  }
+  for (const float thr : {NAN, INFINITY, -INFINITY, 3.0e38f, -3.0e38f, 0.0f, -0.0f})
+    for (const std::int32_t best : {-(1 << 23) + 2, -5, 0, 7, (1 << 23) - 2}) {
+      const sale::FoldedBounds b = sale::folded_bounds(0.37f, thr);
+      CHECK(sale::folded_decision(best, b) == sale::folded_decision(best, 0.37f, thr));
+      CHECK(sale::folded_exact_decision(best, b) == sale::folded_exact_decision(best, 0.37f, thr));
+    }
+  MESSAGE(compared << " random (unit, threshold, best) compared");
+}
+
 TEST_CASE("bad SALE parameters are rejected") {
   const Workload w = llm(200);
   auto bad = [&](auto mutate, const char* field) {

@@ -386,6 +386,36 @@ struct Unit {
   bool exact, folded;
 };
 
+/// The warp's answer from each thread's folded decisions d0, d1 of its rows (+1 sure, −1 surely not, 0 open): +1 when
+/// a row is surely selected, −1 when every row is surely not, else the undecided rows whose thread's 8 biases are
+/// certified (certified()) are settled exactly (exact0(), exact1()) and the warp answers again: 0 leaves it to
+/// GroupMax. The same value in every lane.
+template <class Certified, class Exact0, class Exact1>
+__device__ __forceinline__ int warp_decision(int d0, int d1, Certified certified, Exact0 exact0, Exact1 exact1) {
+  const auto answer = [&] {
+    if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) return 1;
+    return __any_sync(0xffffffffu, d0 == 0 || d1 == 0) ? 0 : -1;
+  };
+  int warp_answer = answer();
+  if (warp_answer == 0) {
+    if ((d0 == 0 || d1 == 0) && certified()) {
+      if (d0 == 0) d0 = exact0();
+      if (d1 == 0) d1 = exact1();
+    }
+    warp_answer = answer();
+  }
+  return warp_answer;
+}
+
+/// The warp's exact margin of block jb (GroupMax over each thread's rows and keys; see exact_margin), in every lane.
+__device__ __forceinline__ float warp_exact_margin(const Unit& x, const int (&acc)[16], const float* qmb, int c,
+                                                   std::int64_t jb, int t4, const ExactRows& rr) {
+  float m = exact_margin(acc, qmb + c * kBK, jb, t4, x.skv, x.u, x.rcp, rr);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
+  return m;
+}
+
 /// The warp's margin of block jb, from each thread's integer products acc of its rows r0, r1 (rr) and keys
 /// 8·nt + 2·t4 + i % 2 (acc[4·nt + i], rows r0 for i < 2: the m16n8 layout), qmb + c·32 the block's qmk: +1 / −1 (a value
 /// of the same sign) when sale::folded_decision is sure for the warp's rows; otherwise, or with kept margins, the
@@ -403,39 +433,64 @@ __device__ __forceinline__ float block_margin(Unit x, const int (&acc)[16], cons
         best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
         best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
       }
-    int d0 = !rr.valid0 ? -1 : x.folded ? sale::folded_decision(best0, x.u, rr.thr0) : 0;
-    int d1 = !rr.valid1 ? -1 : x.folded ? sale::folded_decision(best1, x.u, rr.thr1) : 0;
-    // The warp's answer: +1 when a row is surely selected, −1 when every row is surely not, else 0. Then the
-    // undecided rows whose thread's 8 biases are certified from the reciprocal are settled exactly, and the warp
-    // answers again; what stays undecided goes to GroupMax.
-    const auto answer = [&] {
-      if (__any_sync(0xffffffffu, d0 > 0 || d1 > 0)) return 1;
-      return __any_sync(0xffffffffu, d0 == 0 || d1 == 0) ? 0 : -1;
-    };
-    int warp_answer = answer();
-    if (warp_answer == 0) {
-      if (x.folded && (d0 == 0 || d1 == 0)) {
-        bool certified = true;
+    const int warp_answer = warp_decision(
+        !rr.valid0 ? -1 : x.folded ? sale::folded_decision(best0, x.u, rr.thr0) : 0,
+        !rr.valid1 ? -1 : x.folded ? sale::folded_decision(best1, x.u, rr.thr1) : 0, [&] {
+          bool certified = x.folded;
 #pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
+          for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) certified = certified & sale::folded_bias_exact(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp);
-        if (certified) {
-          if (d0 == 0) d0 = sale::folded_exact_decision(best0, x.u, rr.thr0);
-          if (d1 == 0) d1 = sale::folded_exact_decision(best1, x.u, rr.thr1);
-        }
-      }
-      warp_answer = answer();
-    }
+            for (int e = 0; e < 2; ++e)
+              certified = certified & sale::folded_bias_exact(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp);
+          return certified;
+        }, [&] { return sale::folded_exact_decision(best0, x.u, rr.thr0); },
+        [&] { return sale::folded_exact_decision(best1, x.u, rr.thr1); });
     if (warp_answer == 0) x.exact = true;
     else m = static_cast<float>(warp_answer);
   }
-  if (x.exact) {
-    m = exact_margin(acc, qmb + c * kBK, jb, t4, x.skv, x.u, x.rcp, rr);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = max_of(m, __shfl_xor_sync(0xffffffffu, m, o));
-  }
+  if (x.exact) m = warp_exact_margin(x, acc, qmb, c, jb, t4, rr);
   return m;
+}
+
+/// Block groups (sale::Groups::block) without kept margins: every row of the CTA has the same Q scale and the keys of
+/// a segment's K scale group t4 one scale, so the unit of a thread's keys is the segment's unit of its t4. The
+/// CTA forms the folded biases once a segment (SegmentBias: a key per thread, with the votes of which are certified
+/// and which units pass folded_bias_ok), and each thread its rows' sale::folded_bounds once a segment: a block's
+/// decision is then the add-and-max over the shared biases and integer comparisons, the same decision as block_margin
+/// (the same folded biases and rules), and GroupMax where they leave it open.
+struct SegmentBias {
+  const std::int32_t* bias;  ///< [c·32 + k]: sale::folded_bias of the segment's key 32c + k
+  const unsigned* certified;  ///< [c]: bit k set when sale::folded_bias_exact holds for key 32c + k
+  const unsigned* folded;     ///< [c]: bit k set when key 32c + k's unit passes sale::folded_bias_ok
+};
+__device__ __forceinline__ float block_margin_groups(const SegmentBias& sb, const sale::FoldedBounds& b0,
+                                                     const sale::FoldedBounds& b1, bool exact, const int (&acc)[16],
+                                                     const float* qmb, const float* ksb, float sq, int c,
+                                                     std::int64_t jb, int t4, const ExactRows& rr) {
+  const unsigned mine = 0x03030303u << (2 * t4);  // the thread's keys 8a + 2·t4 + e of a block
+  if (!exact) {
+    const bool folded = (sb.folded[c] >> (2 * t4)) & 1u;  // the group's keys share the unit
+    int best0 = INT_MIN, best1 = INT_MIN;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const std::int32_t bias = sb.bias[c * kBK + nt * 8 + 2 * t4 + e];
+        best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
+        best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
+      }
+    const int warp_answer = warp_decision(
+        !rr.valid0 ? -1 : folded ? sale::folded_decision(best0, b0) : 0,
+        !rr.valid1 ? -1 : folded ? sale::folded_decision(best1, b1) : 0,
+        [&] { return folded && (sb.certified[c] & mine) == mine; },
+        [&] { return sale::folded_exact_decision(best0, b0); }, [&] { return sale::folded_exact_decision(best1, b1); });
+    if (warp_answer != 0) return static_cast<float>(warp_answer);
+  }
+  Unit x;
+  x.skv = ksb[c * kBK + 2 * t4];
+  x.u = sq * x.skv;
+  x.rcp = 1.0f / x.u;
+  return warp_exact_margin(x, acc, qmb, c, jb, t4, rr);
 }
 
 /// Bytes of a code row: D int8 codes, or D int4 codes two per byte (kInt4: the s4 mma.sync kernel).
@@ -646,8 +701,9 @@ __device__ __forceinline__ void mma_block(int (&acc)[16], const std::uint32_t (&
 /// kept blocks), dense_row and finish_row (the mask row's region). The wgmma products stay in the kernel; the split left the
 /// hot loop's PTX as it was (setup and warp 0's per-segment step reordered: checked with nvcc -ptx, 2026-11-29).
 /// kInt4 (mma.sync only): the codes two per byte (SaleBuffers::q_packed, k_packed) and mma.sync m16n8k64 s4: half the
-/// bytes and half the instructions of the s8 path, the same integer products.
-template <int D, bool kMargins, bool kWgmma, bool kInt4>
+/// bytes and half the instructions of the s8 path, the same integer products. kGroups (block groups, without kept
+/// margins, int8 codes): the decisions of block_margin_groups, with the segment's biases and bounds.
+template <int D, bool kMargins, bool kWgmma, bool kInt4, bool kGroups>
 __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) candidate_kernel(Geometry g, SaleBuffers w, MaskOut out) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kWgmma) {
@@ -656,6 +712,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   }
 #endif
   static_assert(!kWgmma || (D == 128 && !kInt4), "the wgmma candidate kernel reads 128-byte int8 code rows");
+  static_assert(!kGroups || (!kMargins && !kInt4 && kChunkKeys == kCandidateThreads), "block groups: a key per thread");
   constexpr int kRowBytes = row_bytes<D, kInt4>(), kSteps = kRowBytes / 32;  // 32-byte k steps of the mma
   constexpr int kLd = code_ld<kRowBytes, kWgmma>(), kThreads = kCandidateThreads;
   const std::int8_t* q_codes = kInt4 ? w.q_packed : w.q_codes;
@@ -667,6 +724,8 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   __shared__ float s_thr[kBQ], s_sq[kBQ];
   __shared__ std::int64_t s_vis[kBQ];
   __shared__ float s_marg[kCandidateWarps][kSeg];
+  __shared__ std::int32_t s_bias[kGroups ? kChunkKeys : 1];  // kGroups: the segment's folded biases, and the votes
+  __shared__ unsigned s_certified[kGroups ? kSeg : 1], s_folded[kGroups ? kSeg : 1];
 
   const int blk = g.tq - 1 - static_cast<int>(blockIdx.x);
   const int b = static_cast<int>(blockIdx.y) / g.heads_q, h = static_cast<int>(blockIdx.y) % g.heads_q, hkv = h / g.ratio;
@@ -731,12 +790,30 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
     const unsigned char* sk = s_k + buf * kChunkKeys * kLd;
     const float* ksb = s_sk + buf * kChunkKeys;
     const float* qmb = s_qmk + buf * kChunkKeys;
+    sale::FoldedBounds fb0{}, fb1{};
+    if constexpr (kGroups) {
+      // The CTA's rows share one Q scale, and the keys of the segment's group t4 one K scale: key tid's folded bias
+      // and the votes of its block (warp = block), then the thread's rows' bounds at its group's unit.
+      const float q_scale = s_sq[0], rcp = 1.0f / (q_scale * ksb[tid]), qm = qmb[tid];
+      s_bias[tid] = sale::folded_bias(qm, rcp);
+      const unsigned certified = __ballot_sync(0xffffffffu, sale::folded_bias_exact(qm, rcp));
+      const unsigned folded = __ballot_sync(0xffffffffu, sale::folded_bias_ok(rcp, qmk_bound));
+      if (lane == 0) s_certified[warp] = certified, s_folded[warp] = folded;
+      const float u = q_scale * ksb[2 * t4];
+      fb0 = sale::folded_bounds(u, thr0);
+      fb1 = sale::folded_bounds(u, thr1);
+      __syncthreads();
+    }
     // Block c of the segment: the thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit serves both
     // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that
     // every valid row of the warp fully sees, a row's largest acc + c_j (c_j the key's folded bias,
     // sale::folded_bias) is one add-and-max per product (__viaddmax_s32).
     const auto unit_of = [&](int c) {
       Unit x;
+      if constexpr (kGroups) {  // block_margin_groups: the segment's biases and bounds
+        x.exact = (block0 + c + 1) * kBK > vis_min;
+        return x;
+      }
       x.skv = ksb[c * kBK + 2 * t4];
       x.u = sq * x.skv;
       x.rcp = 1.0f / x.u;
@@ -746,7 +823,11 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
     };
     const auto decide = [&](int c, Unit x, const int (&acc)[16]) {
       const ExactRows rr{r0 < rows, r1 < rows, vis0, vis1, nkv, sq, thr0, thr1};
-      const float m = block_margin(x, acc, qmb, c, block0 + c, t4, rr);
+      float m;
+      if constexpr (kGroups)
+        m = block_margin_groups({s_bias, s_certified, s_folded}, fb0, fb1, x.exact, acc, qmb, ksb, sq, c, block0 + c, t4, rr);
+      else
+        m = block_margin(x, acc, qmb, c, block0 + c, t4, rr);
       if (lane == 0) s_marg[warp][c] = m;
     };
     if constexpr (kWgmma) {
@@ -916,7 +997,9 @@ class SaleEstimatorImpl final : public SaleEstimator {
       constexpr int D = decltype(d)::value;
       constexpr bool M = decltype(margins)::value;  // the exact margins of every candidate (tests), or decisions only
       constexpr bool W = decltype(wgmma)::value, I = decltype(int4)::value;
-      return f(candidate_kernel<D, M, W, I>, candidate_bytes<D, W, I>());
+      if constexpr (!M && !I)
+        if (c_.groups == sale::Groups::block) return f(candidate_kernel<D, M, W, I, true>, candidate_bytes<D, W, I>());
+      return f(candidate_kernel<D, M, W, I, false>, candidate_bytes<D, W, I>());
     };
     const auto mma_sync = [&](auto d, auto margins) {
       if constexpr (decltype(d)::value % 64 == 0)  // int4 codes: m16n8k64 steps of 64 channels

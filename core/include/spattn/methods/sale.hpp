@@ -263,6 +263,45 @@ SPATTN_INLINE bool folded_bias_exact(float qmk, float rcp) {
 SPATTN_INLINE int folded_exact_decision(std::int32_t best, float unit, float thr) {
   return unit * static_cast<float>(best) >= thr ? 1 : -1;
 }
+/// folded_decision and folded_exact_decision of one threshold and unit as integer comparisons, for a GPU that meets
+/// the same (unit, thr) with many values of best (block groups: a row's unit is the same for a whole key segment).
+/// L = the least integer v with RN(unit·v) ≥ thr (RN(unit·v) is non-decreasing in v for unit > 0, so the v that reach
+/// thr are [L, ∞)), clamped to ±2²⁴: then folded_decision(best) is +1 iff best ≥ L + 1 (RN(unit·(best − 1)) ≥ thr),
+/// −1 iff best ≤ L − 2 (RN(unit·(best + 1)) < thr), and folded_exact_decision +1 iff best ≥ L, for |best| < 2²³ (the
+/// accumulator's bound, folded_bias_ok's) — a clamped L is beyond every such best's reach. A NaN threshold meets no
+/// comparison: never sure, and never selected exactly (as the float forms). unit > 0 where folded_bias_ok held; any
+/// other unit (0, negative, NaN) gets bounds that are never sure.
+/// tests/test_sale.cpp checks it against the float forms on random and constructed boundary thresholds.
+struct FoldedBounds {
+  std::int32_t sure_from;    ///< best ≥ sure_from: folded_decision is +1
+  std::int32_t sure_not_to;  ///< best ≤ sure_not_to: folded_decision is −1
+  std::int32_t exact_from;   ///< best ≥ exact_from: folded_exact_decision is +1 (else −1)
+};
+SPATTN_INLINE FoldedBounds folded_bounds(float unit, float thr) {
+  constexpr std::int32_t kLimit = 1 << 24;
+  if (!(thr == thr) || !(unit > 0.0f)) return {INT32_MAX, INT32_MIN, INT32_MAX};
+  const float v = thr / unit;
+  std::int32_t l = kLimit;
+  if (!(v < static_cast<float>(kLimit))) l = kLimit;
+  else if (!(v > -static_cast<float>(kLimit))) l = -kLimit;
+  else {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    l = static_cast<std::int32_t>(ceilf(v));
+#else
+    l = static_cast<std::int32_t>(std::ceil(v));
+#endif
+    while (l > -kLimit && unit * static_cast<float>(l - 1) >= thr) --l;  // RN(thr / unit) is within an ulp of it
+    while (l < kLimit && unit * static_cast<float>(l) < thr) ++l;
+  }
+  return {l + 1, l - 2, l};
+}
+/// folded_decision from the bounds: +1, −1, or 0 (the exact rules decide).
+SPATTN_INLINE int folded_decision(std::int32_t best, const FoldedBounds& b) {
+  return best >= b.sure_from ? 1 : best <= b.sure_not_to ? -1 : 0;
+}
+/// folded_exact_decision from the bounds.
+SPATTN_INLINE int folded_exact_decision(std::int32_t best, const FoldedBounds& b) { return best >= b.exact_from ? 1 : -1; }
+
 /// Two int4 codes per byte: channel 2c in the low nibble, 2c+1 in the high nibble (two's complement).
 std::vector<std::uint8_t> pack_int4(const std::vector<std::int8_t>& codes);
 std::vector<std::int8_t> unpack_int4(const std::vector<std::uint8_t>& bytes);
