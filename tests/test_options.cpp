@@ -154,6 +154,27 @@ TEST_CASE("configure_method: a params file for every method but dense") {
   CHECK(!takes_params_file("dense"));
 }
 
+TEST_CASE("SALE params files keep the scale groups; files before the option read as thread groups") {
+  const TempDir dir("spattn_sale_groups_");
+  sale::Params file;
+  file.bits = 8;
+  file.groups = sale::Groups::block;
+  file.tau = {0.05f, 0.2f};
+  save_params_json(file, dir.file("sale.json"));
+  const sale::Params back = load_sale_params(dir.file("sale.json"));
+  CHECK(back.groups == sale::Groups::block);
+  CHECK(back.bits == 8);
+  CHECK(back.tau == file.tau);
+  const std::vector<NamedValue> given = {{"params", dir.file("sale.json")}};
+  const MethodConfig c = configure_method("sale", given, 2, UnknownOptions::error);
+  CHECK(std::get<sale::Config>(c).groups == sale::Groups::block);
+  const char* old_file = R"({"method": "sale", "bits": 4, "local_window": 128, "tau": [0.1]})";
+  CHECK(parse_sale_params(old_file, "s.json").groups == sale::Groups::thread);
+  CHECK_THROWS_WITH_AS(
+      parse_sale_params(R"({"method": "sale", "bits": 8, "groups": "blok", "local_window": 128, "tau": [0.1]})", "s.json"),
+      doctest::Contains("unknown 'blok'"), Error);
+}
+
 TEST_CASE("configure_method: heads [params_first_head, + heads_q) of a per-head file of params_heads") {
   const TempDir dir("spattn_heads_");
   sale::Params sale_file;
