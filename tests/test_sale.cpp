@@ -415,14 +415,20 @@ TEST_CASE("folded_bounds: the integer comparisons decide as folded_decision and 
       }
       default: thr = static_cast<float>(unit * (best + 8.0 * (frac(rng) - 0.5)) * (trial % 7 == 0 ? 1e3 : 1.0));
     }
-    const sale::FoldedBounds b = sale::folded_bounds(unit, thr);
+    const float rcp = 1.0f / unit;
+    const sale::FoldedBounds b = sale::folded_bounds(unit, rcp, thr);
     REQUIRE(sale::folded_decision(best, b) == sale::folded_decision(best, unit, thr));
     REQUIRE(sale::folded_exact_decision(best, b) == sale::folded_exact_decision(best, unit, thr));
+    float off = rcp;  // a reciprocal a few ulps off: the same decisions
+    for (std::int32_t k = ulps(rng) * 2; k != 0; k += k > 0 ? -1 : 1) off = std::nextafter(off, k > 0 ? INFINITY : 0.0f);
+    const sale::FoldedBounds b_off = sale::folded_bounds(unit, off, thr);
+    REQUIRE(sale::folded_decision(best, b_off) == sale::folded_decision(best, unit, thr));
+    REQUIRE(sale::folded_exact_decision(best, b_off) == sale::folded_exact_decision(best, unit, thr));
     ++compared;
   }
   for (const float thr : {NAN, INFINITY, -INFINITY, 3.0e38f, -3.0e38f, 0.0f, -0.0f})
     for (const std::int32_t best : {-(1 << 23) + 2, -5, 0, 7, (1 << 23) - 2}) {
-      const sale::FoldedBounds b = sale::folded_bounds(0.37f, thr);
+      const sale::FoldedBounds b = sale::folded_bounds(0.37f, 1.0f / 0.37f, thr);
       CHECK(sale::folded_decision(best, b) == sale::folded_decision(best, 0.37f, thr));
       CHECK(sale::folded_exact_decision(best, b) == sale::folded_exact_decision(best, 0.37f, thr));
     }

@@ -726,6 +726,7 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
   __shared__ float s_marg[kCandidateWarps][kSeg];
   __shared__ std::int32_t s_bias[kGroups ? kChunkKeys : 1];  // kGroups: the segment's folded biases, and the votes
   __shared__ unsigned s_certified[kGroups ? kSeg : 1], s_folded[kGroups ? kSeg : 1];
+  __shared__ float s_rcp[kGroups ? kSeg : 1];  // kGroups: RN(1/u) of the segment's unit of each K scale group t4
 
   const int blk = g.tq - 1 - static_cast<int>(blockIdx.x);
   const int b = static_cast<int>(blockIdx.y) / g.heads_q, h = static_cast<int>(blockIdx.y) % g.heads_q, hkv = h / g.ratio;
@@ -799,10 +800,11 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
       const unsigned certified = __ballot_sync(0xffffffffu, sale::folded_bias_exact(qm, rcp));
       const unsigned folded = __ballot_sync(0xffffffffu, sale::folded_bias_ok(rcp, qmk_bound));
       if (lane == 0) s_certified[warp] = certified, s_folded[warp] = folded;
-      const float u = q_scale * ksb[2 * t4];
-      fb0 = sale::folded_bounds(u, thr0);
-      fb1 = sale::folded_bounds(u, thr1);
+      if (tid < 8 && tid % 2 == 0) s_rcp[tid / 2] = rcp;  // key 2·t4 of block 0: group t4's reciprocal
       __syncthreads();
+      const float u = q_scale * ksb[2 * t4];
+      fb0 = sale::folded_bounds(u, s_rcp[t4], thr0);
+      fb1 = sale::folded_bounds(u, s_rcp[t4], thr1);
     }
     // Block c of the segment: the thread's 8 keys 8a + 2·t4 + e share K scale group t4, so one unit serves both
     // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that

@@ -272,17 +272,21 @@ SPATTN_INLINE int folded_exact_decision(std::int32_t best, float unit, float thr
 /// −1 iff best ≤ L − 2 (RN(unit·(best + 1)) < thr), and folded_exact_decision +1 iff best ≥ L, for |best| < 2²³ (the
 /// accumulator's bound, folded_bias_ok's) — a clamped L is beyond every such best's reach. A NaN threshold meets no
 /// comparison: never sure, and never selected exactly (as the float forms). unit > 0 where folded_bias_ok held; any
-/// other unit (0, negative, NaN) gets bounds that are never sure.
-/// tests/test_sale.cpp checks it against the float forms on random and constructed boundary thresholds.
+/// other unit (0, negative, NaN) gets bounds that are never sure. rcp = RN(1/unit) (a GPU has it already): the search
+/// starts at ⌈RN(thr·rcp)⌉, within a few units of L (|thr·rcp − thr/unit| ≤ 2⁻²²·|thr/unit|), and the clamps hold for
+/// it (RN(thr·rcp) ≥ 2²⁴ means thr/unit > 2²⁴ − 5, beyond every RN(unit·v) with |v| ≤ 2²³ + 1): the decisions do not
+/// depend on rcp, only the steps of the search do.
+/// tests/test_sale.cpp checks it against the float forms on random and constructed boundary thresholds, also with a
+/// reciprocal a few ulps off.
 struct FoldedBounds {
   std::int32_t sure_from;    ///< best ≥ sure_from: folded_decision is +1
   std::int32_t sure_not_to;  ///< best ≤ sure_not_to: folded_decision is −1
   std::int32_t exact_from;   ///< best ≥ exact_from: folded_exact_decision is +1 (else −1)
 };
-SPATTN_INLINE FoldedBounds folded_bounds(float unit, float thr) {
+SPATTN_INLINE FoldedBounds folded_bounds(float unit, float rcp, float thr) {
   constexpr std::int32_t kLimit = 1 << 24;
   if (!(thr == thr) || !(unit > 0.0f)) return {INT32_MAX, INT32_MIN, INT32_MAX};
-  const float v = thr / unit;
+  const float v = thr * rcp;
   std::int32_t l = kLimit;
   if (!(v < static_cast<float>(kLimit))) l = kLimit;
   else if (!(v > -static_cast<float>(kLimit))) l = -kLimit;
@@ -292,7 +296,7 @@ SPATTN_INLINE FoldedBounds folded_bounds(float unit, float thr) {
 #else
     l = static_cast<std::int32_t>(std::ceil(v));
 #endif
-    while (l > -kLimit && unit * static_cast<float>(l - 1) >= thr) --l;  // RN(thr / unit) is within an ulp of it
+    while (l > -kLimit && unit * static_cast<float>(l - 1) >= thr) --l;
     while (l < kLimit && unit * static_cast<float>(l) < thr) ++l;
   }
   return {l + 1, l - 2, l};
