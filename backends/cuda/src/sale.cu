@@ -216,10 +216,10 @@ __global__ void __launch_bounds__(kQuantThreads) quant_k_kernel(Rows<T> k, Geome
   // groups span the key's 128-key segment, whose keys' maxima step 3a wrote (a max: any order gives its bits).
   __shared__ float s_inv[kBK];
   for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-    const std::int64_t key = first + r, grp = sale::k_group(key, g.groups), c0 = sale::k_chunk_first(key, g.groups);
-    const std::int64_t c1 = c0 + kChunkKeys < nkv ? c0 + kChunkKeys : nkv;
+    const std::int64_t key = first + r, grp = sale::k_group(key, g.groups);
     float a = 0.0f;
     if (g.groups == sale::Groups::block) {
+      const std::int64_t c0 = sale::k_chunk_first(key, g.groups), c1 = c0 + kChunkKeys < nkv ? c0 + kChunkKeys : nkv;
       for (std::int64_t m = c0; m < c1; ++m)
         if (sale::k_group(m, g.groups) == grp) a = max_of(a, w.k_amax[head_keys + m]);
     } else {
@@ -385,6 +385,29 @@ struct Unit {
   float skv, u, rcp;
   bool exact, folded;
 };
+/// The unit of a thread's keys of block c of a segment (K scales ksb, Q scale sq): skv, u and rcp (exact, folded unset).
+__device__ __forceinline__ Unit unit_at(const float* ksb, int c, int t4, float sq) {
+  Unit x;
+  x.skv = ksb[c * kBK + 2 * t4];
+  x.u = sq * x.skv;
+  x.rcp = 1.0f / x.u;
+  return x;
+}
+
+/// A thread's largest acc + bias of its rows r0, r1 over its 8 keys 8·nt + 2·t4 + e of a block (bias_at(nt, e): that
+/// key's folded bias), one add-and-max per product (__viaddmax_s32).
+template <class BiasAt>
+__device__ __forceinline__ void row_maxima(const int (&acc)[16], BiasAt bias_at, int& best0, int& best1) {
+  best0 = INT_MIN, best1 = INT_MIN;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const std::int32_t bias = bias_at(nt, e);
+      best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
+      best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
+    }
+}
 
 /// The warp's answer from each thread's folded decisions d0, d1 of its rows (+1 sure, −1 surely not, 0 open): +1 when
 /// a row is surely selected, −1 when every row is surely not, else the undecided rows whose thread's 8 biases are
@@ -424,15 +447,9 @@ __device__ __forceinline__ float block_margin(Unit x, const int (&acc)[16], cons
                                               const ExactRows& rr) {
   float m = -INFINITY;
   if (!x.exact) {
-    int best0 = INT_MIN, best1 = INT_MIN;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const std::int32_t bias = x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0;
-        best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
-        best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
-      }
+    int best0, best1;
+    row_maxima(acc, [&](int nt, int e) { return x.folded ? sale::folded_bias(qmb[c * kBK + nt * 8 + 2 * t4 + e], x.rcp) : 0; },
+               best0, best1);
     const int warp_answer = warp_decision(
         !rr.valid0 ? -1 : x.folded ? sale::folded_decision(best0, x.u, rr.thr0) : 0,
         !rr.valid1 ? -1 : x.folded ? sale::folded_decision(best1, x.u, rr.thr1) : 0, [&] {
@@ -470,15 +487,8 @@ __device__ __forceinline__ float block_margin_groups(const SegmentBias& sb, cons
   const unsigned mine = 0x03030303u << (2 * t4);  // the thread's keys 8a + 2·t4 + e of a block
   if (!exact) {
     const bool folded = (sb.folded[c] >> (2 * t4)) & 1u;  // the group's keys share the unit
-    int best0 = INT_MIN, best1 = INT_MIN;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const std::int32_t bias = sb.bias[c * kBK + nt * 8 + 2 * t4 + e];
-        best0 = __viaddmax_s32(acc[4 * nt + e], bias, best0);
-        best1 = __viaddmax_s32(acc[4 * nt + 2 + e], bias, best1);
-      }
+    int best0, best1;
+    row_maxima(acc, [&](int nt, int e) { return sb.bias[c * kBK + nt * 8 + 2 * t4 + e]; }, best0, best1);
     const int warp_answer = warp_decision(
         !rr.valid0 ? -1 : folded ? sale::folded_decision(best0, b0) : 0,
         !rr.valid1 ? -1 : folded ? sale::folded_decision(best1, b1) : 0,
@@ -486,11 +496,7 @@ __device__ __forceinline__ float block_margin_groups(const SegmentBias& sb, cons
         [&] { return sale::folded_exact_decision(best0, b0); }, [&] { return sale::folded_exact_decision(best1, b1); });
     if (warp_answer != 0) return static_cast<float>(warp_answer);
   }
-  Unit x;
-  x.skv = ksb[c * kBK + 2 * t4];
-  x.u = sq * x.skv;
-  x.rcp = 1.0f / x.u;
-  return warp_exact_margin(x, acc, qmb, c, jb, t4, rr);
+  return warp_exact_margin(unit_at(ksb, c, t4, sq), acc, qmb, c, jb, t4, rr);
 }
 
 /// Bytes of a code row: D int8 codes, or D int4 codes two per byte (kInt4: the s4 mma.sync kernel).
@@ -810,17 +816,10 @@ __global__ void __launch_bounds__(kCandidateThreads, kCandidateBlocksPerSm) cand
     // rows and every key. The accumulators hold the integer products alone. Without kept margins, on blocks that
     // every valid row of the warp fully sees, a row's largest acc + c_j (c_j the key's folded bias,
     // sale::folded_bias) is one add-and-max per product (__viaddmax_s32).
-    const auto unit_of = [&](int c) {
-      Unit x;
-      if constexpr (kGroups) {  // block_margin_groups: the segment's biases and bounds
-        x.exact = (block0 + c + 1) * kBK > vis_min;
-        return x;
-      }
-      x.skv = ksb[c * kBK + 2 * t4];
-      x.u = sq * x.skv;
-      x.rcp = 1.0f / x.u;
+    const auto unit_of = [&](int c) {  // kGroups: block_margin_groups takes the segment's biases and bounds instead
+      Unit x = kGroups ? Unit{} : unit_at(ksb, c, t4, sq);
       x.exact = kMargins || (block0 + c + 1) * kBK > vis_min;  // warp-uniform
-      x.folded = !x.exact && sale::folded_bias_ok(x.rcp, qmk_bound);
+      x.folded = !kGroups && !x.exact && sale::folded_bias_ok(x.rcp, qmk_bound);
       return x;
     };
     const auto decide = [&](int c, Unit x, const int (&acc)[16]) {

@@ -213,12 +213,12 @@ EstimateViews<Exec> sale_estimate_on(const Problem& p, const TensorView& q, cons
   auto q_scale = detail::workspace<Exec, float>("spattn::q_scale", n(bq * p.seqlen_q));
   auto k_scale = detail::workspace<Exec, float>("spattn::k_scale", n(bk * p.seqlen_kv));
   const std::int64_t q_rows = sale::q_chunk_rows(c.groups), q_chunks = (p.seqlen_q + q_rows - 1) / q_rows;
-  const std::int64_t k_groups = sale::k_chunks(p.seqlen_kv, c.groups), k_chunks = (p.seqlen_kv + 31) / 32;
+  const std::int64_t k_quant_chunks = sale::k_chunks(p.seqlen_kv, c.groups), k_chunks = (p.seqlen_kv + 31) / 32;
   Kokkos::parallel_for("spattn::kokkos::sale_quantize_q", Policy(idx(bq * q_chunks), ts),
                        detail::SaleQuantize<Exec>{s, qt, true, c.groups, p.heads_q, q_chunks, p.seqlen_q, c.range(),
                                                   mu_q.data(), q_codes.data(), q_scale.data()});
-  Kokkos::parallel_for("spattn::kokkos::sale_quantize_k", Policy(idx(bk * k_groups), ts),
-                       detail::SaleQuantize<Exec>{s, kt, false, c.groups, p.heads_kv, k_groups, p.seqlen_kv, c.range(),
+  Kokkos::parallel_for("spattn::kokkos::sale_quantize_k", Policy(idx(bk * k_quant_chunks), ts),
+                       detail::SaleQuantize<Exec>{s, kt, false, c.groups, p.heads_kv, k_quant_chunks, p.seqlen_kv, c.range(),
                                                   mu_k.data(), k_codes.data(), k_scale.data()});
   auto qmk = detail::workspace<Exec, float>("spattn::qmk", n(bq * p.seqlen_kv));
   Kokkos::parallel_for("spattn::kokkos::sale_bias", Policy(idx(bq * k_chunks), ts),

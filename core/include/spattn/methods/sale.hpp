@@ -75,25 +75,24 @@ constexpr std::int32_t kBlockQ = 64, kBlockK = 32, kSegment = 4;
 SPATTN_INLINE std::int64_t q_group(std::int64_t r, Groups groups) {
   return groups == Groups::block ? (r / kBlockQ) * kBlockQ : (r / 16) * 16 + r % 8;
 }
-/// First key of key n's quantization chunk, which holds whole K scale groups: its 32-key block (thread groups); key
-/// block 0 or its 128-key candidate segment 32 + 128s … (block groups).
-SPATTN_INLINE std::int64_t k_chunk_first(std::int64_t n, Groups groups) {
-  if (groups == Groups::thread || n < kBlockK) return (n / kBlockK) * kBlockK;
-  return kBlockK + ((n - kBlockK) / (kSegment * kBlockK)) * (kSegment * kBlockK);
+/// K quantization chunk of key n (chunks hold whole K scale groups): its 32-key block (thread groups); key block 0,
+/// then the 128-key candidate segments 32 + 128s … (block groups).
+SPATTN_INLINE std::int64_t k_chunk_of(std::int64_t n, Groups groups) {
+  if (groups == Groups::thread || n < kBlockK) return n / kBlockK;
+  return 1 + (n - kBlockK) / (kSegment * kBlockK);
 }
-/// Scale group of key n, as an id ≤ n: keys of one chunk with the same (n mod 8) div 2 share one.
-SPATTN_INLINE std::int64_t k_group(std::int64_t n, Groups groups) { return k_chunk_first(n, groups) + (n % 8) / 2; }
-/// The rows of Q quantization chunk c (whole scale groups): [c·q_chunk_rows, …): 16 rows (thread) or 64 (block).
-SPATTN_INLINE std::int64_t q_chunk_rows(Groups groups) { return groups == Groups::block ? kBlockQ : 16; }
-/// First key of K quantization chunk c (k_chunk_first's chunks in order), and how many chunks n keys fill.
+/// First key of K quantization chunk c.
 SPATTN_INLINE std::int64_t k_chunk_begin(std::int64_t c, Groups groups) {
   if (groups == Groups::thread || c == 0) return c * kBlockK;
   return kBlockK + (c - 1) * (kSegment * kBlockK);
 }
-SPATTN_INLINE std::int64_t k_chunks(std::int64_t n, Groups groups) {
-  if (groups == Groups::thread || n <= kBlockK) return (n + kBlockK - 1) / kBlockK;
-  return 1 + (n - kBlockK + kSegment * kBlockK - 1) / (kSegment * kBlockK);
-}
+/// First key of key n's chunk, and how many chunks n keys fill.
+SPATTN_INLINE std::int64_t k_chunk_first(std::int64_t n, Groups groups) { return k_chunk_begin(k_chunk_of(n, groups), groups); }
+SPATTN_INLINE std::int64_t k_chunks(std::int64_t n, Groups groups) { return n > 0 ? k_chunk_of(n - 1, groups) + 1 : 0; }
+/// Scale group of key n, as an id ≤ n: keys of one chunk with the same (n mod 8) div 2 share one.
+SPATTN_INLINE std::int64_t k_group(std::int64_t n, Groups groups) { return k_chunk_first(n, groups) + (n % 8) / 2; }
+/// The rows of Q quantization chunk c (whole scale groups): [c·q_chunk_rows, …): 16 rows (thread) or 64 (block).
+SPATTN_INLINE std::int64_t q_chunk_rows(Groups groups) { return groups == Groups::block ? kBlockQ : 16; }
 /// Key n = 32·block + 8a + 2g + c is lane (a, c) of scale group g of its block (a < 4, g < 4, c < 2).
 SPATTN_INLINE std::int64_t group_key(std::int64_t block, int a, int g, int c) { return block * kBlockK + 8 * a + 2 * g + c; }
 
